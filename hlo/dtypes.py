@@ -1,0 +1,82 @@
+"""XLA primitive (element) types and their numpy counterparts.
+
+One table drives everything that needs to know about an element type: the parser checks
+names against it, the interpreter picks numpy dtypes from it, cost models read `bits`.
+Narrow floats and sub-byte integers come from ml_dtypes, which XLA itself uses.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import ml_dtypes
+import numpy as np
+
+
+@dataclass(frozen=True)
+class DType:
+    name: str            # HLO spelling, e.g. "bf16"
+    kind: str            # pred | int | uint | float | complex | token | opaque
+    bits: int            # storage width of one element (0 for token/opaque)
+    numpy: np.dtype | None
+
+    @property
+    def is_float(self) -> bool:
+        return self.kind == "float"
+
+    @property
+    def is_integral(self) -> bool:
+        return self.kind in ("int", "uint")
+
+    @property
+    def is_array(self) -> bool:
+        """True for types that hold values (everything but token and opaque)."""
+        return self.numpy is not None
+
+    @property
+    def bytes(self) -> float:
+        return self.bits / 8
+
+
+def _table() -> dict[str, DType]:
+    md = ml_dtypes
+    rows = [
+        ("pred", "pred", 8, np.bool_),
+        ("s1", "int", 1, md.int1), ("s2", "int", 2, md.int2), ("s4", "int", 4, md.int4),
+        ("s8", "int", 8, np.int8), ("s16", "int", 16, np.int16),
+        ("s32", "int", 32, np.int32), ("s64", "int", 64, np.int64),
+        ("u1", "uint", 1, md.uint1), ("u2", "uint", 2, md.uint2), ("u4", "uint", 4, md.uint4),
+        ("u8", "uint", 8, np.uint8), ("u16", "uint", 16, np.uint16),
+        ("u32", "uint", 32, np.uint32), ("u64", "uint", 64, np.uint64),
+        ("f16", "float", 16, np.float16), ("bf16", "float", 16, md.bfloat16),
+        ("f32", "float", 32, np.float32), ("f64", "float", 64, np.float64),
+        ("f8e5m2", "float", 8, md.float8_e5m2), ("f8e4m3", "float", 8, md.float8_e4m3),
+        ("f8e4m3fn", "float", 8, md.float8_e4m3fn),
+        ("f8e4m3b11fnuz", "float", 8, md.float8_e4m3b11fnuz),
+        ("f8e3m4", "float", 8, md.float8_e3m4), ("f8e5m2fnuz", "float", 8, md.float8_e5m2fnuz),
+        ("f8e4m3fnuz", "float", 8, md.float8_e4m3fnuz),
+        ("f4e2m1fn", "float", 4, md.float4_e2m1fn), ("f8e8m0fnu", "float", 8, md.float8_e8m0fnu),
+        ("c64", "complex", 64, np.complex64), ("c128", "complex", 128, np.complex128),
+        ("token", "token", 0, None), ("opaque", "opaque", 0, None),
+    ]
+    table = {name: DType(name, kind, bits, None if t is None else np.dtype(t))
+             for name, kind, bits, t in rows}
+    table["opaque_type"] = table["opaque"]      # accepted spelling, printed as "opaque"
+    return table
+
+
+DTYPES: dict[str, DType] = _table()
+
+_BY_NUMPY: dict[np.dtype, DType] = {}
+for _d in DTYPES.values():
+    if _d.numpy is not None:
+        _BY_NUMPY.setdefault(_d.numpy, _d)
+
+
+def dtype(name: str) -> DType:
+    """Look up an HLO element type by name; KeyError if unknown."""
+    return DTYPES[name]
+
+
+def from_numpy(dt: np.dtype) -> DType:
+    """The HLO element type of a numpy dtype (e.g. float32 -> f32)."""
+    return _BY_NUMPY[np.dtype(dt)]

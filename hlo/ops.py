@@ -1,0 +1,131 @@
+"""The opcode table: every HLO opcode XLA's parser knows, with its arity and class.
+
+Other stages ask this table instead of keeping their own opcode lists: the parser (unknown
+opcode?), shape inference and the interpreter (elementwise?), the e-graph encoder, fusion
+rules and cost models (which ops are elementwise, which are reductions).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+VARIADIC = -1
+
+
+@dataclass(frozen=True)
+class OpInfo:
+    name: str
+    arity: int                 # number of operands, or VARIADIC
+    category: str              # see CATEGORIES
+    shape_required: bool       # the text must spell out the result shape
+
+
+CATEGORIES = {
+    "unary": "elementwise, one operand, result has the operand's shape",
+    "binary": "elementwise, two operands of one shape",
+    "ternary": "elementwise, three operands (select, clamp)",
+    "convert": "elementwise, element type changes (convert, bitcast-convert, ...)",
+    "compare": "elementwise comparison producing pred",
+    "leaf": "no operands (parameter, constant, iota, ...)",
+    "data_movement": "rearranges elements without arithmetic",
+    "reduction": "combines elements with a called computation",
+    "contraction": "dot / convolution",
+    "control": "calls other computations (call, while, conditional, fusion, ...)",
+    "tuple": "builds or reads tuples",
+    "collective": "communicates across devices",
+    "other": "everything else",
+}
+
+_UNARY = """abs cbrt ceil count-leading-zeros cosine erf exponential exponential-minus-one floor
+imag is-finite log log-plus-one logistic negate not popcnt real round-nearest-afz
+round-nearest-even rsqrt sign sine sqrt tan tanh copy"""
+_BINARY = """add and atan2 complex divide maximum minimum multiply or power remainder shift-left
+shift-right-arithmetic shift-right-logical subtract xor"""
+
+# name: (arity, category)
+_SPECIAL: dict[str, tuple[int, str]] = {
+    "select": (3, "ternary"), "clamp": (3, "ternary"),
+    "convert": (1, "convert"), "bitcast-convert": (1, "convert"),
+    "reduce-precision": (1, "convert"), "stochastic-convert": (2, "convert"),
+    "compare": (2, "compare"),
+    "parameter": (0, "leaf"), "constant": (0, "leaf"), "iota": (0, "leaf"),
+    "replica-id": (0, "leaf"), "partition-id": (0, "leaf"),
+    "rng-get-and-update-state": (0, "leaf"), "after-all": (VARIADIC, "other"),
+    "broadcast": (1, "data_movement"), "reshape": (1, "data_movement"),
+    "dynamic-reshape": (VARIADIC, "data_movement"), "transpose": (1, "data_movement"),
+    "slice": (1, "data_movement"), "dynamic-slice": (VARIADIC, "data_movement"),
+    "dynamic-update-slice": (VARIADIC, "data_movement"),
+    "concatenate": (VARIADIC, "data_movement"), "pad": (2, "data_movement"),
+    "reverse": (1, "data_movement"), "bitcast": (1, "data_movement"),
+    "gather": (2, "data_movement"), "scatter": (VARIADIC, "reduction"),
+    "reduce": (VARIADIC, "reduction"), "reduce-window": (VARIADIC, "reduction"),
+    "select-and-scatter": (3, "reduction"), "sort": (VARIADIC, "reduction"),
+    "map": (VARIADIC, "control"),
+    "dot": (VARIADIC, "contraction"), "convolution": (2, "contraction"),
+    "ragged-dot": (3, "contraction"),
+    "call": (VARIADIC, "control"), "while": (1, "control"),
+    "conditional": (VARIADIC, "control"), "fusion": (VARIADIC, "control"),
+    "custom-call": (VARIADIC, "other"),
+    "async-start": (VARIADIC, "control"), "async-update": (1, "control"),
+    "async-done": (1, "control"),
+    "tuple": (VARIADIC, "tuple"), "get-tuple-element": (1, "tuple"),
+    "opt-barrier": (1, "other"), "add-dependency": (2, "other"), "domain": (1, "other"),
+    "get-dimension-size": (1, "other"), "set-dimension-size": (2, "other"),
+    "batch-norm-grad": (5, "other"), "batch-norm-inference": (5, "other"),
+    "batch-norm-training": (3, "other"), "cholesky": (1, "other"), "fft": (1, "other"),
+    "triangular-solve": (2, "other"), "topk": (1, "other"),
+    "rng": (VARIADIC, "other"), "rng-bit-generator": (1, "other"),
+    "infeed": (1, "other"), "outfeed": (2, "other"),
+    "send": (2, "other"), "send-done": (1, "other"),
+    "recv": (1, "other"), "recv-done": (1, "other"),
+    "copy-start": (1, "other"), "copy-done": (1, "other"),
+    **{name: (VARIADIC, "collective") for name in (
+        "all-gather", "all-gather-start", "all-reduce", "all-reduce-start", "all-to-all",
+        "collective-broadcast", "collective-permute", "collective-permute-start",
+        "reduce-scatter")},
+    **{name: (1, "collective") for name in (
+        "all-gather-done", "all-reduce-done", "collective-permute-done")},
+    "ragged-all-to-all": (6, "collective"),
+}
+
+# Opcodes whose result shape XLA's parser can infer when the text leaves it out.
+_INFERABLE = set(("""abs add add-dependency after-all atan2 batch-norm-grad batch-norm-inference
+batch-norm-training broadcast call ceil cholesky clamp count-leading-zeros compare complex
+concatenate conditional convolution copy cosine opt-barrier divide domain dot erf exponential
+exponential-minus-one fft floor gather get-dimension-size set-dimension-size get-tuple-element
+imag is-finite log log-plus-one logistic and not or xor map maximum minimum multiply negate pad
+partition-id popcnt power ragged-dot real reduce remainder replica-id reverse round-nearest-afz
+round-nearest-even rsqrt scatter select shift-left shift-right-arithmetic shift-right-logical
+sign sine sqrt cbrt reduce-window select-and-scatter sort subtract tan tanh transpose
+triangular-solve tuple while topk""").split())
+
+
+def _build() -> dict[str, OpInfo]:
+    table: dict[str, tuple[int, str]] = {}
+    table.update({n: (1, "unary") for n in _UNARY.split()})
+    table.update({n: (2, "binary") for n in _BINARY.split()})
+    table.update(_SPECIAL)
+    return {name: OpInfo(name, arity, cat, name not in _INFERABLE)
+            for name, (arity, cat) in table.items()}
+
+
+OPS: dict[str, OpInfo] = _build()
+
+ELEMENTWISE_CATEGORIES = frozenset({"unary", "binary", "ternary", "convert", "compare"})
+
+
+def is_elementwise(opcode: str) -> bool:
+    info = OPS.get(opcode)
+    return info is not None and info.category in ELEMENTWISE_CATEGORIES
+
+
+def async_wrapped(opcode: str) -> tuple[str, str] | None:
+    """`call-start` -> ("call", "async-start"): XLA's shorthand for async-wrapped ops.
+
+    Returns None for real opcodes (all-reduce-start is an opcode of its own)."""
+    if opcode in OPS:
+        return None
+    for suffix, generic in (("-start", "async-start"), ("-update", "async-update"),
+                            ("-done", "async-done")):
+        if opcode.endswith(suffix) and opcode[: -len(suffix)] in OPS:
+            return opcode[: -len(suffix)], generic
+    return None
