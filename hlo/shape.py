@@ -31,10 +31,11 @@ class Layout:
     @property
     def tiles(self) -> tuple[tuple[int | str, ...], ...]:
         """Tiles as tuples, e.g. ((8, 128), (2, 1)); a `*` combine dimension stays a str."""
-        m = re.match(r"(?:D\([^)]*\))?((?:T\([^)]*\))*)", self.tail)
-        return tuple(tuple(int(x) if x.strip().lstrip("-").isdigit() else x.strip()
-                           for x in t.split(","))
-                     for t in re.findall(r"T\(([^)]*)\)", m.group(1)))
+        m = re.match(r"(?:D\([^)]*\))?T((?:\([^)]*\))+)", self.tail)
+        if not m:
+            return ()
+        return tuple(tuple(int(x) if x.strip().isdigit() else x.strip() for x in t.split(","))
+                     for t in re.findall(r"\(([^)]*)\)", m.group(1)))
 
     @property
     def memory_space(self) -> int:

@@ -1,0 +1,191 @@
+"""Constant literals: the text inside `constant(...)` -> numpy values, checked as XLA does.
+
+Arrays are converted in bulk (one regex split, one numpy conversion), so a constant with a
+million elements costs milliseconds, not a token per element in the grammar. Structure is
+still checked exactly: the brace skeleton must match the shape and every innermost group
+must hold the minor dimension's count.
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from ..ir import ELIDED, Literal
+from ..shape import AnyShape, Shape
+
+_NAN_PAYLOAD = re.compile(r"(-?)nan\(0x([0-9a-fA-F]+)\)")
+_INNER_GROUP = re.compile(r"\{([^{}]*)\}")
+_SPLIT = re.compile(r"[\s,{}]+")
+_COMPLEX = re.compile(r"\(\s*([^,()\s]+)\s*,\s*([^,()\s]+)\s*\)")
+
+
+class LiteralError(ValueError):
+    """Malformed literal; the parser attaches the position."""
+
+
+def parse_literal(text: str, shape: AnyShape) -> Literal:
+    text = text.strip()
+    if shape.is_tuple:
+        items = _split_top_level(_strip_parens(text))
+        if len(items) != len(shape.elements):
+            raise LiteralError(f"tuple literal has {len(items)} elements, shape has "
+                               f"{len(shape.elements)}")
+        return tuple(parse_literal(t, s) for t, s in zip(items, shape.elements))
+    if not shape.dtype.is_array:
+        raise LiteralError(f"{shape.element_type} has no literal values")
+    if shape.rank == 0:
+        if text.startswith("{"):
+            raise LiteralError("a scalar literal is written without braces")
+        return _convert(_scalar_tokens(text, shape), shape).reshape(())
+    if text == "{...}":
+        return ELIDED
+    _check_structure(text, shape)
+    if shape.dtype.kind == "complex":
+        tokens = [f"{re_}|{im}" for re_, im in _COMPLEX.findall(text)]
+    else:
+        tokens = [t for t in _SPLIT.split(text) if t]
+    if len(tokens) != shape.num_elements:
+        raise LiteralError(f"literal has {len(tokens)} elements, shape {shape} needs "
+                           f"{shape.num_elements}")
+    return _convert(tokens, shape).reshape(shape.dims)
+
+
+def _scalar_tokens(text: str, shape: Shape) -> list[str]:
+    if shape.dtype.kind == "complex":
+        m = _COMPLEX.fullmatch(text)
+        if not m:
+            raise LiteralError(f"expected a complex value (re, im), got {text!r}")
+        return [f"{m.group(1)}|{m.group(2)}"]
+    if not text or _SPLIT.search(text):
+        raise LiteralError(f"expected one value for a scalar, got {text!r}")
+    return [text]
+
+
+def _check_structure(text: str, shape: Shape) -> None:
+    skeleton = re.sub(r"[^{}]", "", text)
+    expected = ""
+    for d in reversed(shape.dims):
+        expected = "{" + expected * d + "}"
+    if skeleton != expected:
+        raise LiteralError(f"literal's nesting does not match shape {shape.to_text(False)}")
+    minor = shape.dims[-1]
+    for group in _INNER_GROUP.findall(text):
+        n = len(group.replace(",", " ").split()) if shape.dtype.kind != "complex" \
+            else len(_COMPLEX.findall(group))
+        if n != minor:
+            raise LiteralError(f"literal row has {n} elements, expected {minor}")
+
+
+def _convert(tokens: list[str], shape: Shape) -> np.ndarray:
+    dt = shape.dtype
+    kind = dt.kind
+    try:
+        if kind == "pred":
+            return _to_pred(tokens)
+        if kind in ("int", "uint"):
+            return _to_int(tokens, shape)
+        if kind == "complex":
+            pairs = [t.split("|") for t in tokens]
+            real = np.array([p[0] for p in pairs], dtype=np.float64)
+            imag = np.array([p[1] for p in pairs], dtype=np.float64)
+            return (real + 1j * imag).astype(dt.numpy)
+        return _to_float(tokens, shape)
+    except ValueError as e:
+        if isinstance(e, LiteralError):
+            raise
+        raise LiteralError(f"bad {shape.element_type} literal value: {e}") from None
+
+
+def _to_pred(tokens: list[str]) -> np.ndarray:
+    table = {"true": True, "false": False, "1": True, "0": False}
+    try:
+        return np.array([table[t] for t in tokens], dtype=np.bool_)
+    except KeyError as e:
+        raise LiteralError(f"expected true or false, got {e.args[0]!r}") from None
+
+
+def _to_int(tokens: list[str], shape: Shape) -> np.ndarray:
+    try:
+        values = [int(t) for t in tokens]
+    except ValueError:
+        bad = next(t for t in tokens if not re.fullmatch(r"-?\d+", t))
+        raise LiteralError(f"expects integer for {shape.element_type}, got {bad!r}") from None
+    info = np.iinfo(shape.dtype.numpy) if shape.dtype.bits >= 8 else _narrow_int_range(shape)
+    lo, hi = info.min, info.max
+    for v in values:
+        if v < lo or v > hi:
+            raise LiteralError(f"value {v} is out of range for {shape.element_type}")
+    return np.array(values, dtype=np.int64 if shape.dtype.kind == "int" or hi < 2**63
+                    else np.uint64).astype(shape.dtype.numpy)
+
+
+class _Range:
+    def __init__(self, lo: int, hi: int):
+        self.min, self.max = lo, hi
+
+
+def _narrow_int_range(shape: Shape) -> _Range:
+    bits = shape.dtype.bits
+    if shape.dtype.kind == "int":
+        return _Range(-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
+    return _Range(0, (1 << bits) - 1)
+
+
+def _to_float(tokens: list[str], shape: Shape) -> np.ndarray:
+    target = shape.dtype.numpy
+    payloads = [(i, m) for i, t in enumerate(tokens) if "(" in t
+                for m in [_NAN_PAYLOAD.fullmatch(t)]]
+    for i, m in payloads:
+        if m is None:
+            raise LiteralError(f"bad float value {tokens[i]!r}")
+        tokens[i] = "nan"
+    values = np.array(tokens, dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = values.astype(target)
+    overflow = np.isinf(out.astype(np.float64)) & np.isfinite(values)
+    if overflow.any():
+        v = values[np.argmax(overflow)]
+        raise LiteralError(f"value {v!r} is out of range for {shape.element_type}")
+    for i, m in payloads:
+        out[i] = _nan_with_payload(target, m.group(1) == "-", int(m.group(2), 16))
+    return out
+
+
+def _nan_with_payload(target: np.dtype, negative: bool, payload: int):
+    """A NaN whose mantissa bits are `payload` (IEEE-style formats only)."""
+    bits = target.itemsize * 8
+    info = np.finfo(target)
+    mant = info.nmant
+    if payload == 0 or payload >= (1 << mant) or info.bits != bits:
+        raise LiteralError(f"NaN payload 0x{payload:x} is invalid for this type")
+    exp_mask = ((1 << (bits - 1 - mant)) - 1) << mant
+    word = (int(negative) << (bits - 1)) | exp_mask | payload
+    uint = np.dtype(f"u{target.itemsize}")
+    value = np.array([word], dtype=uint).view(target)[0]
+    if not np.isnan(np.float64(value)):
+        raise LiteralError("this type has no NaN with a payload")
+    return value
+
+
+def _strip_parens(text: str) -> str:
+    if not (text.startswith("(") and text.endswith(")")):
+        raise LiteralError(f"expected a tuple literal (...), got {text!r}")
+    return text[1:-1]
+
+
+def _split_top_level(text: str) -> list[str]:
+    """Split on commas outside braces and parentheses."""
+    items, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch in "({":
+            depth += 1
+        elif ch in ")}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            items.append(text[start:i].strip())
+            start = i + 1
+    items.append(text[start:].strip())
+    if len(items) > 1 and items[-1] == "":      # a trailing comma
+        items.pop()
+    return [] if items == [""] else items

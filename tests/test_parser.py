@@ -1,0 +1,288 @@
+"""The HLO grammar: every syntactic form XLA's parser accepts, read into the right IR."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import hlo_opt
+from hlo_opt.ir import ELIDED
+from hlo_opt.attributes import ConvDimLabels, Raw, Window
+from hlo_opt.shape import UNBOUNDED, Layout, Shape, TupleShape
+
+
+def entry(text: str):
+    return hlo_opt.parse(text).entry
+
+
+def inst(text: str, name: str):
+    m = hlo_opt.parse(text)
+    return next(i for i in m.instructions() if i.name == name)
+
+
+def test_header_is_optional_and_last_computation_is_entry():
+    m = hlo_opt.parse("""
+    add { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT s = f32[] add(a, b) }
+    test { p = f32[4] parameter(0)  ROOT n = f32[4] negate(p) }""")
+    assert m.entry.name == "test"
+    assert m.name == "module_test"
+    assert [c.name for c in m.computations] == ["add", "test"]
+
+
+def test_entry_marker_wins_over_position():
+    m = hlo_opt.parse("""HloModule m
+    ENTRY main { p = f32[] parameter(0) ROOT n = f32[] negate(p) }
+    other { q = f32[] parameter(0) ROOT c = f32[] copy(q) }""")
+    assert m.entry.name == "main"
+
+
+def test_names_with_dots_dashes_and_optional_percent():
+    c = entry("""HloModule m
+    ENTRY %e.1-x { %p.0-a = f32[2] parameter(0)  ROOT add.1-a = f32[2] add(%p.0-a, p.0-a) }""")
+    assert c.root.name == "add.1-a"
+    assert [o.name for o in c.root.operands] == ["p.0-a", "p.0-a"]
+    assert c.root.operands[0] is c.root.operands[1]
+
+
+def test_root_defaults_to_last_instruction():
+    c = entry("HloModule m\nENTRY e { p = f32[] parameter(0)\n n = f32[] negate(p)\n a = f32[] abs(p) }")
+    assert c.root.name == "a"
+
+
+def test_signature_is_checked_and_accepted():
+    c = entry("""HloModule m
+    ENTRY %e (a: f32[2], b: s32[]) -> (f32[2], s32[]) {
+      a = f32[2]{0} parameter(0)  b = s32[] parameter(1)  ROOT t = (f32[2]{0}, s32[]) tuple(a, b) }""")
+    assert c.root.shape == TupleShape((Shape("f32", (2,), Layout((0,))), Shape("s32", (), None)))
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("f32[]", Shape("f32", ())),
+    ("pred[3]", Shape("pred", (3,))),
+    ("bf16[2,3]{0,1}", Shape("bf16", (2, 3), Layout((0, 1)))),
+    ("f32[8,128]{1,0:T(8,128)(2,1)}", Shape("f32", (8, 128), Layout((1, 0), "T(8,128)(2,1)"))),
+    ("f32[2,3]{1,0:S(1)}", Shape("f32", (2, 3), Layout((1, 0), "S(1)"))),
+    ("u32[]{:T(128)}", Shape("u32", (), Layout((), "T(128)"))),
+    ("f32[<=4,?]", Shape("f32", (4, UNBOUNDED), None, (True, True))),
+    ("f8e4m3fn[4]", Shape("f8e4m3fn", (4,))),
+    ("s4[4]{0:E(4)}", Shape("s4", (4,), Layout((0,), "E(4)"))),
+    ("token[]", Shape("token", ())),
+    ("c128[1]", Shape("c128", (1,))),
+])
+def test_array_shapes(text, expected):
+    i = inst(f"HloModule m\nENTRY e {{ ROOT p = {text} parameter(0) }}", "p")
+    assert i.shape == expected
+    assert i.shape.to_text() == text
+
+
+def test_tuple_shapes_nest_and_allow_index_comments():
+    i = inst("""HloModule m
+    ENTRY e { ROOT p = (f32[], (s32[2], pred[]), /*index=2*/(), token[]) parameter(0) }""", "p")
+    assert i.shape == TupleShape((Shape("f32", ()), TupleShape((Shape("s32", (2,)),
+                                  Shape("pred", ()))), TupleShape(()), Shape("token", ())))
+
+
+def test_tiled_layout_accessors():
+    layout = Layout((1, 0), "T(8,128)(2,1)S(3)")
+    assert layout.tiles == ((8, 128), (2, 1))
+    assert layout.memory_space == 3
+
+
+def test_nested_anonymous_instructions_get_named_and_ordered():
+    m = hlo_opt.parse("""HloModule test
+    ENTRY test {
+        ROOT root = add(f32[10] parameter(0), multiply(f32[10] parameter(1), f32[10] parameter(2)))
+    }""")
+    names = [i.name for i in m.entry.instructions]
+    assert names == ["parameter.anon", "parameter.anon.1", "parameter.anon.2", "multiply.anon", "root"]
+    assert m.entry.root.shape.dims == (10,)
+    assert [p.parameter_number for p in m.entry.parameters] == [0, 1, 2]
+
+
+def test_tuple_shape_inside_anonymous_instruction():
+    m = hlo_opt.parse("""HloModule test
+    ENTRY test {
+      ROOT root = get-tuple-element(
+        (f32[10], f16[10]) tuple(f32[10] parameter(0), f16[10] parameter(1))
+      ), index=0
+    }""")
+    assert m.entry.root.shape == Shape("f32", (10,), Layout((0,)))
+    assert m.entry.root.attrs["index"] == 0
+
+
+def test_omitted_result_shapes_are_inferred():
+    c = entry("""HloModule m
+    ENTRY e { a = f32[2,3] parameter(0)  b = f32[3,4] parameter(1)
+      d = dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+      ROOT t = tuple(d, a) }""")
+    d = c.instructions[2]
+    assert d.shape.dims == (2, 4) and d.shape.element_type == "f32"
+    assert [s.dims for s in c.root.shape.elements] == [(2, 4), (2, 3)]
+
+
+def test_trailing_comma_in_operands_is_accepted():
+    assert entry("HloModule m\nENTRY e { p = f32[] parameter(0)\n ROOT a = f32[] add(p, p,) }").root.opcode == "add"
+
+
+def test_typed_operands_are_checked_against_definitions():
+    c = entry("HloModule m\nENTRY e { p = f32[2,4]{1,0} parameter(0)\n ROOT a = f32[2,4] add(f32[2,4]{1,0} %p, %p) }")
+    assert c.root.operands[0].name == "p"
+
+
+@pytest.mark.parametrize("shape, literal, expected", [
+    ("f32[]", "42", np.float32(42)),
+    ("f32[]", "-1.5e-3", np.float32(-1.5e-3)),
+    ("f32[]", "5.", np.float32(5)),
+    ("f64[]", "-inf", -np.inf),
+    ("pred[]", "true", True),
+    ("s32[2,3]", "{{1,2,3},{4,5,6}}", np.arange(1, 7, dtype=np.int32).reshape(2, 3)),
+    ("s32[3]", "{1 2 3}", np.array([1, 2, 3], np.int32)),
+    ("u64[]", "18446744073709551615", np.uint64(2**64 - 1)),
+    ("s4[3]", "{-8, 7, 0}", np.array([-8, 7, 0])),
+    ("pred[2]", "{1, 0}", np.array([True, False])),
+    ("c64[2]", "{(1, 2), (3.5, -1)}", np.array([1 + 2j, 3.5 - 1j], np.complex64)),
+    ("f32[0]", "{}", np.zeros((0,), np.float32)),
+    ("f32[2,0]", "{{},{}}", np.zeros((2, 0), np.float32)),
+    ("f16[]", "65519", np.float16(65504)),
+])
+def test_literals(shape, literal, expected):
+    i = inst(f"HloModule m\nENTRY e {{ ROOT c = {shape} constant({literal}) }}", "c")
+    assert i.literal.shape == np.shape(expected)
+    np.testing.assert_array_equal(i.literal.astype(np.result_type(expected)) if i.literal.dtype.kind != "V" else i.literal, expected)
+
+
+def test_nan_literals_keep_sign_and_payload():
+    i = inst("HloModule m\nENTRY e { ROOT c = f32[3] constant({nan, -nan, nan(0x7f)}) }", "c")
+    bits = i.literal.view(np.uint32)
+    assert all(np.isnan(i.literal))
+    assert bits[1] >> 31 == 1
+    assert bits[2] & 0x7FFFFF == 0x7F
+    assert "nan(0x7f)" in hlo_opt.parse(hlo_opt.parse(
+        "HloModule m\nENTRY e { ROOT c = f32[3] constant({nan, -nan, nan(0x7f)}) }").to_text()).to_text()
+
+
+def test_tuple_and_elided_literals():
+    t = inst("HloModule m\nENTRY e { ROOT c = (f32[], s32[2]) constant((1, {2, 3})) }", "c")
+    assert float(t.literal[0]) == 1.0 and t.literal[1].tolist() == [2, 3]
+    e = inst("HloModule m\nENTRY e { ROOT c = f32[67,89] constant({...}) }", "c")
+    assert e.literal is ELIDED
+
+
+def test_large_constant_is_parsed_in_bulk():
+    n = 200_000
+    body = "{" + ", ".join(str(i % 97) for i in range(n)) + "}"
+    i = inst(f"HloModule m\nENTRY e {{ ROOT c = f32[{n}] constant({body}) }}", "c")
+    assert i.literal.shape == (n,) and i.literal[96] == 96
+
+
+def test_attribute_kinds_are_typed():
+    m = hlo_opt.parse("""HloModule m
+    add { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT s = f32[] add(a, b) }
+    ENTRY e {
+      p = f32[1,8,8,3] parameter(0)  k = f32[3,3,3,4] parameter(1)  z = f32[] constant(0)
+      conv = f32[1,4,4,4] convolution(p, k), window={size=3x3 stride=2x2 pad=1_1x1_1 rhs_dilate=1x1}, dim_labels=b01f_01io->b01f, feature_group_count=1
+      s = f32[1,4,4,2] slice(conv), slice={[0:1], [0:4:1], [0:4], [0:4:2]}
+      pd = f32[1,6,7,2] pad(s, z), padding=0_0x1_1x0_1_1x0_0
+      r = f32[1,6] reduce(pd, z), dimensions={2,3}, to_apply=%add
+      c = pred[1,6] compare(r, r), direction=LT, type=TOTALORDER
+      ROOT o = f32[1,6] custom-call(r), custom_call_target="x", backend_config={"a": {"b": [1, 2]}}, metadata={op_name="jit(f)/x" source_line=3}, operand_precision={highest,default}, unknown_attr={a b c}
+    }""")
+    get = {i.name: i for i in m.instructions()}
+    w = get["conv"].attrs["window"]
+    assert isinstance(w, Window) and w.size == (3, 3) and w.stride == (2, 2) and w.pad == ((1, 1), (1, 1))
+    assert get["conv"].attrs["dim_labels"] == ConvDimLabels("b01f", "01io", "b01f")
+    assert get["conv"].attrs["dim_labels"].lhs_spatial == (1, 2)
+    assert get["s"].attrs["slice"] == ((0, 1, 1), (0, 4, 1), (0, 4, 1), (0, 4, 2))
+    assert get["pd"].attrs["padding"] == ((0, 0, 0), (1, 1, 0), (0, 1, 1), (0, 0, 0))
+    assert get["r"].attrs["to_apply"] is m.computation("add")
+    assert get["r"].attrs["dimensions"] == (2, 3)
+    assert get["c"].attrs["direction"] == "LT" and get["c"].attrs["type"] == "TOTALORDER"
+    o = get["o"].attrs
+    assert o["custom_call_target"] == "x"
+    assert o["backend_config"] == Raw('{"a": {"b": [1, 2]}}')
+    assert o["operand_precision"] == ("highest", "default")
+    assert o["unknown_attr"] == Raw("{a b c}")
+    text = m.to_text(metadata=False)
+    assert "metadata" not in text and "unknown_attr={a b c}" in text
+
+
+def test_iota_replica_groups_sharding_and_control_predecessors():
+    m = hlo_opt.parse("""HloModule m, replica_count=4
+    add { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT s = f32[] add(a, b) }
+    ENTRY e { p = f32[8] parameter(0), sharding={devices=[2,2]<=[4] last_tile_dim_replicate}
+      ar = f32[8] all-reduce(p), replica_groups=[2,2]<=[4], to_apply=add, channel_id=1
+      ROOT c = f32[8] copy(ar), control-predecessors={%p}
+    }""")
+    ar = m.entry.instructions[1]
+    assert ar.attrs["replica_groups"] == Raw("[2,2]<=[4]")
+    assert m.entry.root.attrs["control-predecessors"] == ("p",)
+
+
+def test_inline_called_computation():
+    m = hlo_opt.parse("""HloModule m
+    ENTRY e { p = f32[4] parameter(0)  z = f32[] constant(0)
+      ROOT r = f32[] reduce(p, z), dimensions={0}, to_apply={ a = f32[] parameter(0)
+        b = f32[] parameter(1)
+        ROOT s = f32[] add(a, b) }
+    }""")
+    body = m.entry.root.attrs["to_apply"]
+    assert body.root.opcode == "add"
+    assert m.computations.index(body) < m.computations.index(m.entry)
+
+
+def test_async_wrapped_ops_and_execution_thread():
+    m = hlo_opt.parse("""HloModule m
+    mul { a = f32[5] parameter(0) ROOT m = f32[5] multiply(a, a) }
+    ENTRY main { parameter = f32[5] parameter(0)
+      start = ((f32[5]), f32[5]) call-start(parameter), to_apply=mul
+      ROOT done = f32[5] call-done(start) }, execution_thread="main"
+    """)
+    assert m.entry.root.opcode == "call-done"
+    assert m.entry.execution_thread == "main"
+
+
+def test_stack_frame_tables_are_kept():
+    text = """HloModule m
+FileNames
+1 "a.py"
+FunctionNames
+1 "f"
+FileLocations
+1 {file_name_id=1 function_name_id=1 line=3 end_line=3 column=1 end_column=2}
+StackFrames
+1 {file_location_id=1 parent_frame_id=0}
+
+ENTRY e { ROOT p = f32[] parameter(0), metadata={stack_frame_id=1} }
+"""
+    m = hlo_opt.parse(text)
+    assert m.extra_sections.splitlines()[0] == "FileNames"
+    assert "StackFrames\n1 {file_location_id=1 parent_frame_id=0}" in m.to_text()
+
+
+def test_comments_are_ignored():
+    c = entry("""// leading
+    HloModule m /* block
+    comment */ ENTRY e { p = f32[] parameter(0) // trailing
+      ROOT n = f32[] negate(p) }""")
+    assert c.root.opcode == "negate"
+
+
+def test_deep_chain_of_instructions():
+    n = 20_000
+    lines = ["HloModule m", "ENTRY e {", "  i0 = f32[4] parameter(0)"]
+    lines += [f"  i{k} = f32[4] negate(i{k - 1})" for k in range(1, n)]
+    lines.append("}")
+    m = hlo_opt.parse("\n".join(lines))
+    assert m.entry.root.name == f"i{n - 1}"
+    assert len(m.entry.post_order()) == n
+    assert hlo_opt.parse(m.to_text()).entry.root.name == f"i{n - 1}"
+
+
+def test_deeply_nested_anonymous_operands():
+    depth = 3000
+    expr = "f32[] parameter(0)"
+    for _ in range(depth):
+        expr = f"f32[] negate({expr})"
+    m = hlo_opt.parse(f"HloModule m\nENTRY e {{ ROOT r = f32[] abs({expr}) }}")
+    assert len(m.entry.instructions) == depth + 2

@@ -1,0 +1,126 @@
+"""Bad HLO text: one HloError with the right line:column, never another exception."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+import hlo_opt
+from hlo_opt import HloError
+
+OK = """HloModule m
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY e {
+  p = f32[4,8] parameter(0)
+  z = f32[] constant(0)
+  r = f32[4] reduce(p, z), dimensions={1}, to_apply=add
+  ROOT n = f32[4] negate(r)
+}
+"""
+
+# (text, expected line, expected column or None, message fragment)
+CASES = [
+    ("HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT a = f32[2] foo(p)\n}", 4, 19, "unknown opcode 'foo'"),
+    ("HloModule m\nENTRY e {\n  ROOT a = f32[2] negate(q)\n}", 3, 26, "undefined operand 'q'"),
+    ("HloModule m\nENTRY e {\n  a = f32[2] negate(b)\n  b = f32[2] parameter(0)\n}", 3, 21, "undefined operand 'b'"),
+    ("HloModule m\nENTRY e {\n  p = f32[] parameter(0)\n  p = f32[] negate(p)\n}", 4, 3, "duplicate instruction name 'p'"),
+    ("HloModule m\nc {\n ROOT p = f32[] parameter(0)\n}\nc {\n ROOT p = f32[] parameter(0)\n}", 5, 1, "duplicate computation name 'c'"),
+    ("HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT r = f32[] reduce(p, p), dimensions={0}, to_apply=nosuch\n}", 4, 57, "computation 'nosuch' does not exist"),
+    ("HloModule m\nENTRY e {\n  p = f32[2 parameter(0)\n}", 3, 10, "unexpected character '['"),
+    ("HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n", 4, None, "unexpected end of input"),
+    ("HloModule m\nENTRY e {\n  p = f32[2] parameter(0) /* unterminated\n}", 3, 27, "unterminated comment"),
+    ("HloModule m\nENTRY e {\n  p = f32[2] parameter(0), dimensions={0,x}\n}", 3, 39, "dimensions"),
+    ("HloModule m\nENTRY e {\n  c = f32[3] constant({1, 2})\n}", 3, 14, "literal row has 2 elements, expected 3"),
+    ("HloModule m\nENTRY e {\n  c = s32[2] constant({1.5, 2})\n}", 3, 14, "expects integer"),
+    ("HloModule m\nENTRY e {\n  c = u8[1] constant({256})\n}", 3, 13, "out of range"),
+    ("HloModule m\nENTRY e {\n  c = f16[1] constant({70000})\n}", 3, 14, "out of range"),
+    ("HloModule m\nENTRY e {\n  c = f32[2,2] constant({{1, 2, 3}, {4}})\n}", 3, 16, "literal row has 3 elements"),
+    ("HloModule m\nENTRY e {\n  c = f32[2] constant(1)\n}", 3, 14, "nesting does not match"),
+    ("HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT c = convert(p)\n}", 4, 12, "needs an explicit result shape"),
+    ("HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT a = f32[2] add(p)\n}", 4, 19, "add takes 2 operands, got 1"),
+    ("HloModule m\nENTRY e {\n  p = f32[2] parameter(0), metadata={op_name=\"x\"}, metadata={}\n}", 3, 52, "duplicate attribute 'metadata'"),
+    ("HloModule m\nENTRY e {\n  p = f32[2]{1,0} parameter(0)\n}", 3, 7, "not a permutation"),
+    ("HloModule m\nENTRY e {\n  p = f33[2] parameter(0)\n}", 3, 10, "unexpected"),
+    ("HloModule m\nENTRY e {\n  ROOT p = f32[2] parameter(0)\n  ROOT q = f32[2] parameter(1)\n}", 4, 3, "more than one ROOT"),
+    ("HloModule m\nENTRY a {\n ROOT p = f32[] parameter(0)\n}\nENTRY b {\n ROOT p = f32[] parameter(0)\n}", 5, 1, "more than one ENTRY"),
+    ("HloModule m\nENTRY e (x: f32[3]) -> f32[2] {\n  ROOT p = f32[2] parameter(0)\n}", 2, 10, "does not match its signature"),
+    ("HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT a = f32[2] add(f32[3] p, p)\n}", 4, 30, "declared f32[3]"),
+    ("HloModule m\nENTRY e {\n  p = f32[2] parameter(0), window={size=2 bogus=1}\n}", 3, 35, "unknown window field"),
+    ("HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT s = f32[1] slice(p), slice={[0:1:x]}\n}", 4, 35, "bad slice"),
+    ("HloModule m\nENTRY e {\n  p = f32[2] parameter(0), control-predecessors={nope}\n}", 3, 49, "control predecessor 'nope'"),
+    ("HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT d = f32[2] dot(p, p), lhs_contracting_dims={0}, rhs_contracting_dims={0}\n}", None, None, ""),
+    ("", 1, None, "unexpected end of input"),
+    ("HloModule m\nENTRY e {\n  p = f32[2] parameter(0) $\n}", 3, 27, "unexpected '$'"),
+]
+
+
+@pytest.mark.parametrize("text, line, column, fragment", CASES)
+def test_malformed_input_gives_one_positioned_error(text, line, column, fragment):
+    if line is None:        # valid: must parse
+        hlo_opt.parse(text)
+        return
+    with pytest.raises(HloError) as info:
+        hlo_opt.parse(text, "bad.hlo")
+    e = info.value
+    assert fragment in e.message
+    assert e.line == line
+    if column is not None:
+        assert e.column == column
+    rendered = str(e)
+    assert rendered.startswith(f"bad.hlo:{line}:") and "\n" not in rendered
+
+
+def test_cli_reports_error_in_one_line_with_exit_code_2(tmp_path):
+    bad = tmp_path / "bad.hlo"
+    bad.write_text(CASES[0][0])
+    out = tmp_path / "out.hlo"
+    proc = subprocess.run([sys.executable, "-m", "hlo_opt.tools.hlo_opt_cli", str(bad),
+                           "--rules=none", "-o", str(out)], capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == f"{bad}:4:19: unknown opcode 'foo'"
+    assert "Traceback" not in proc.stderr
+    assert not out.exists() and list(tmp_path.iterdir()) == [bad]
+
+
+def test_huge_nesting_in_tuple_shapes_is_refused_cleanly():
+    shape = "(" * 5000 + "f32[]" + ")" * 5000
+    with pytest.raises(HloError):
+        hlo_opt.parse(f"HloModule m\nENTRY e {{ ROOT p = {shape} parameter(0) }}")
+
+
+_MUTATIONS = st.one_of(
+    st.tuples(st.just("delete"), st.integers(0, len(OK) - 1), st.integers(1, 8)),
+    st.tuples(st.just("insert"), st.integers(0, len(OK)), st.text(
+        alphabet="{}()[],=%:;\"/*-.0123456789abcdefxyzROOTENTRY \n", min_size=1, max_size=6)),
+    st.tuples(st.just("swap"), st.integers(0, len(OK) - 2), st.integers(0, len(OK) - 2)),
+)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_MUTATIONS, min_size=1, max_size=4))
+def test_mutated_text_parses_or_raises_hlo_error(mutations):
+    text = OK
+    for kind, a, b in mutations:
+        if kind == "delete":
+            text = text[:a] + text[a + b:]
+        elif kind == "insert":
+            text = text[:a] + b + text[a:]
+        else:
+            a, b = min(a, len(text) - 1), min(b, len(text) - 1)
+            if a >= 0 and b >= 0:
+                chars = list(text)
+                chars[a], chars[b] = chars[b], chars[a]
+                text = "".join(chars)
+    try:
+        module = hlo_opt.parse(text)
+    except HloError as e:
+        assert e.line >= 0 and "\n" not in str(e)
+        return
+    reparsed = hlo_opt.parse(module.to_text())
+    assert reparsed.to_text() == module.to_text()
