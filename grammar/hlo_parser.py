@@ -98,7 +98,10 @@ class _Builder(Transformer):
     def module_attr(self, c):
         return c[0], c[1]
 
-    comp_attr = attribute = module_attr
+    def attribute(self, c):
+        return c[0], c[1]
+
+    comp_attr = module_attr
 
     def stack_table(self, c):
         self.stack_tables.append("\n".join(t.value for t in c))
@@ -156,8 +159,8 @@ class _Builder(Transformer):
 
     # --- instructions -------------------------------------------------------------------
     def instruction(self, c):
-        root_tok, name_tok, shape, call = c[0], c[1], c[2], c[3]
-        inst = self._make(_strip(name_tok.value), name_tok, shape, call, c[4:])
+        root_tok, name_tok, shape, call, attrs = c
+        inst = self._make(_strip(name_tok.value), name_tok, shape, call, attrs)
         if root_tok is not None:
             if self.scope.root is not None:
                 raise self.error("more than one ROOT instruction", root_tok)
@@ -165,7 +168,7 @@ class _Builder(Transformer):
         return inst
 
     def op_call(self, c):
-        return "op", c[0], [x for x in (c[1] or ()) if x is not None]
+        return "op", c[0], c[1]
 
     def constant_call(self, c):
         return "constant", c[0], ()
@@ -174,7 +177,22 @@ class _Builder(Transformer):
         return "parameter", c[0], ()
 
     def operands(self, c):
-        return c
+        return c[0] if c else []
+
+    def operand_list(self, c):
+        if len(c) == 1:
+            return c
+        c[0].append(c[1])
+        return c[0]
+
+    def attributes(self, c):
+        if not c:
+            return []
+        c[0].append(c[1])
+        return c[0]
+
+    def instructions(self, c):
+        return None
 
     def operand_ref(self, c):
         shape, name_tok = c
@@ -222,6 +240,9 @@ class _Builder(Transformer):
                                line=name_tok.line, column=name_tok.column)
         else:
             opcode = tok.value
+            if opcode in ("parameter", "constant"):
+                what = "a number, parameter(N)" if opcode == "parameter" else "a literal"
+                raise self.error(f"{opcode} expects {what}", tok)
             info = OPS.get(opcode)
             if info is None and async_wrapped(opcode) is None:
                 raise self.error(f"unknown opcode '{opcode}'", tok)

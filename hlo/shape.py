@@ -96,8 +96,8 @@ class Shape:
         else:
             dims = ",".join(map(str, self.dims))
         text = f"{name}[{dims}]"
-        if with_layout and self.layout is not None:
-            text += self.layout.to_text()
+        if with_layout and self.layout is not None and (self.dims or self.layout.tail):
+            text += self.layout.to_text()       # a scalar's empty `{}` is not valid HLO
         return text
 
     __str__ = to_text

@@ -1,0 +1,257 @@
+"""`.rules` text -> rule AST (grammar in rules.lark).
+
+This stage is purely syntactic: it knows terms, variables, numbers, attribute lists and guards,
+not which names are HLO opcodes or guard functions. egraph/rules.py checks meaning (unknown op,
+unbound variable, bad guard) and reports it at the position recorded here.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from importlib import resources
+
+from lark import Lark, Transformer
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+
+from ..errors import HloError
+
+MODES = ("strict", "xla", "fast")     # weakest floating-point semantics a rule needs
+DEFAULT_MODE = "xla"
+DEFAULT_RULESET = "simplify"
+
+
+@dataclass(frozen=True)
+class Pos:
+    file: str
+    line: int
+    column: int
+
+    def error(self, message: str) -> HloError:
+        return HloError(message, self.file, self.line, self.column)
+
+
+@dataclass(frozen=True)
+class Name:
+    """A variable (`x`), an enum constant (`LT`), or the matched term (`root`)."""
+    name: str
+    pos: Pos = field(compare=False)
+
+
+@dataclass(frozen=True)
+class Number:
+    """A number: a splat constant in operand position, a plain value elsewhere."""
+    text: str
+    pos: Pos = field(compare=False)
+
+    @property
+    def value(self) -> int | float:
+        try:
+            return int(self.text)
+        except ValueError:
+            return float(self.text)
+
+
+@dataclass(frozen=True)
+class IntList:
+    values: tuple[int, ...]
+    pos: Pos = field(compare=False)
+
+
+@dataclass(frozen=True)
+class Call:
+    """`name(args, key=value)`: an HLO op, a builder (`zeros_like`) or a function
+    (`compose`, `rank`); which one is decided by the rule compiler."""
+    name: str
+    args: tuple
+    keywords: tuple[tuple[str, object], ...]
+    pos: Pos = field(compare=False)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    op: str
+    left: object
+    right: object
+    pos: Pos = field(compare=False)
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    mode: str
+    lhs: object
+    rhs: object
+    guards: tuple
+    ruleset: str
+    pos: Pos = field(compare=False)
+
+
+@dataclass(frozen=True)
+class RawEgglog:
+    text: str
+    ruleset: str
+    pos: Pos = field(compare=False)
+
+
+@dataclass
+class RuleFile:
+    rules: list[Rule]
+    raw: list[RawEgglog]
+
+
+class _Builder(Transformer):
+    def __init__(self, path: str):
+        super().__init__()
+        self.path = path
+
+    def _pos(self, tok) -> Pos:
+        return Pos(self.path, tok.line, tok.column)
+
+    def start(self, items):
+        return items
+
+    def include(self, c):
+        return ("include", c[0].value[1:-1], self._pos(c[0]))
+
+    def ruleset(self, c):
+        return ("ruleset", c[0].value, self._pos(c[0]))
+
+    def rule(self, c):
+        name_tok, mode, lhs, rhs, guards = c
+        mode_name = DEFAULT_MODE
+        if mode is not None:
+            mode_name = mode.value
+            if mode_name not in MODES:
+                raise self._pos(mode).error(f"unknown floating-point mode '{mode_name}' "
+                                            f"(expected one of {', '.join(MODES)})")
+        return ("rule", name_tok.value, mode_name, lhs, rhs, tuple(guards or ()),
+                self._pos(name_tok))
+
+    def mode(self, c):
+        return c[0]
+
+    def guards(self, c):
+        return c
+
+    def raw_egglog(self, c):
+        tok = c[0]
+        body = tok.value[tok.value.index("{") + 1:-1]
+        return ("raw", body, self._pos(tok))
+
+    def comparison(self, c):
+        left, op, right = c
+        return Comparison(op.value, left, right, self._pos(op))
+
+    def call(self, c):
+        name_tok, args = c
+        positional, keywords = [], []
+        for a in (args or ()):
+            if isinstance(a, tuple) and a and a[0] == "keyword":
+                keywords.append((a[1], a[2]))
+            elif keywords:
+                raise a.pos.error("positional argument after keyword arguments") \
+                    if hasattr(a, "pos") else self._pos(name_tok).error("bad argument order")
+            else:
+                positional.append(a)
+        names = [k for k, _ in keywords]
+        for k in names:
+            if names.count(k) > 1:
+                raise self._pos(name_tok).error(f"attribute '{k}' given twice")
+        return Call(name_tok.value, tuple(positional), tuple(keywords), self._pos(name_tok))
+
+    def args(self, c):
+        return [x for x in c if x is not None]
+
+    def keyword(self, c):
+        return ("keyword", c[0].value, c[1])
+
+    def name(self, c):
+        return Name(c[0].value, self._pos(c[0]))
+
+    def number(self, c):
+        return Number(c[0].value, self._pos(c[0]))
+
+    def int_list(self, c):
+        toks = [t for t in c if t is not None]
+        pos = self._pos(toks[0]) if toks else Pos(self.path, 0, 0)
+        values = []
+        for t in toks:
+            try:
+                values.append(int(t.value))
+            except ValueError:
+                raise self._pos(t).error(f"expected an integer, got '{t.value}'") from None
+        return IntList(tuple(values), pos)
+
+
+_LARK: Lark | None = None
+
+
+def _lark() -> Lark:
+    global _LARK
+    if _LARK is None:
+        grammar = resources.files(__package__).joinpath("rules.lark").read_text()
+        _LARK = Lark(grammar, parser="lalr", maybe_placeholders=True)
+    return _LARK
+
+
+def parse_rules(text: str, path: str = "<rules>") -> list:
+    """The items of one file, in order: ("include", path, pos), ("ruleset", name, pos),
+    ("rule", ...) and ("raw", text, pos) tuples. Includes are not followed here."""
+    try:
+        tree = _lark().parse(text)
+    except UnexpectedInput as e:
+        raise _syntax_error(e, path) from None
+    return _Builder(path).transform(tree)
+
+
+def load_rules(path: str, _stack: tuple[str, ...] = ()) -> RuleFile:
+    """Read a rule file and the files it includes (relative to it) into one RuleFile."""
+    real = os.path.realpath(path)
+    if real in _stack:
+        raise HloError("include cycle: " + " -> ".join(_stack + (real,)), path)
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as e:
+        raise HloError(f"cannot read rule file: {e.strerror}", path) from None
+    return _collect(parse_rules(text, path), os.path.dirname(path), _stack + (real,))
+
+
+def rules_from_text(text: str, path: str = "<rules>") -> RuleFile:
+    return _collect(parse_rules(text, path), os.getcwd(), ())
+
+
+def _collect(items: list, folder: str, stack: tuple[str, ...]) -> RuleFile:
+    out = RuleFile([], [])
+    ruleset = DEFAULT_RULESET
+    seen: dict[str, Pos] = {}
+    for item in items:
+        kind = item[0]
+        if kind == "include":
+            sub = load_rules(os.path.join(folder, item[1]), stack)
+            out.rules.extend(sub.rules)
+            out.raw.extend(sub.raw)
+        elif kind == "ruleset":
+            ruleset = item[1]
+        elif kind == "raw":
+            out.raw.append(RawEgglog(item[1], ruleset, item[2]))
+        else:
+            _, name, mode, lhs, rhs, guards, pos = item
+            out.rules.append(Rule(name, mode, lhs, rhs, guards, ruleset, pos))
+    for rule in out.rules:
+        if rule.name in seen:
+            raise rule.pos.error(f"rule '{rule.name}' is already defined at "
+                                 f"{seen[rule.name].file}:{seen[rule.name].line}")
+        seen[rule.name] = rule.pos
+    return out
+
+
+def _syntax_error(e: UnexpectedInput, path: str) -> HloError:
+    line, column = getattr(e, "line", 0) or 0, getattr(e, "column", 0) or 0
+    if isinstance(e, UnexpectedEOF) or (isinstance(e, UnexpectedToken) and e.token.type == "$END"):
+        return HloError("unexpected end of rule file", path, line, column)
+    if isinstance(e, UnexpectedCharacters):
+        return HloError(f"unexpected character {e.char!r}", path, line, column)
+    if isinstance(e, UnexpectedToken):
+        return HloError(f"unexpected {str(e.token.value)!r}", path, e.token.line, e.token.column)
+    return HloError(str(e).splitlines()[0], path, line, column)
