@@ -87,6 +87,23 @@ class Rule:
 
 
 @dataclass(frozen=True)
+class String:
+    """A quoted string in attribute position, e.g. `to_apply="add"`."""
+    value: str
+    pos: Pos = field(compare=False)
+
+
+@dataclass(frozen=True)
+class Fold:
+    """`fold NAME: op, op, ... when GUARDS`: ops the interpreter may evaluate on constants."""
+    name: str
+    ops: tuple[str, ...]
+    guards: tuple
+    ruleset: str
+    pos: Pos = field(compare=False)
+
+
+@dataclass(frozen=True)
 class RawEgglog:
     text: str
     ruleset: str
@@ -97,6 +114,7 @@ class RawEgglog:
 class RuleFile:
     rules: list[Rule]
     raw: list[RawEgglog]
+    folds: list[Fold] = field(default_factory=list)
 
 
 class _Builder(Transformer):
@@ -129,6 +147,14 @@ class _Builder(Transformer):
 
     def mode(self, c):
         return c[0]
+
+    def fold(self, c):
+        name_tok, *op_toks, guards = c
+        return ("fold", name_tok.value, tuple(t.value for t in op_toks), tuple(guards or ()),
+                self._pos(name_tok))
+
+    def string(self, c):
+        return String(c[0].value[1:-1], self._pos(c[0]))
 
     def guards(self, c):
         return c
@@ -196,7 +222,7 @@ def _lark() -> Lark:
 
 def parse_rules(text: str, path: str = "<rules>") -> list:
     """The items of one file, in order: ("include", path, pos), ("ruleset", name, pos),
-    ("rule", ...) and ("raw", text, pos) tuples. Includes are not followed here."""
+    ("rule", ...), ("fold", ...) and ("raw", text, pos) tuples. Includes are not followed."""
     try:
         tree = _lark().parse(text)
     except UnexpectedInput as e:
@@ -231,14 +257,18 @@ def _collect(items: list, folder: str, stack: tuple[str, ...]) -> RuleFile:
             sub = load_rules(os.path.join(folder, item[1]), stack)
             out.rules.extend(sub.rules)
             out.raw.extend(sub.raw)
+            out.folds.extend(sub.folds)
         elif kind == "ruleset":
             ruleset = item[1]
         elif kind == "raw":
             out.raw.append(RawEgglog(item[1], ruleset, item[2]))
+        elif kind == "fold":
+            _, name, ops, guards, pos = item
+            out.folds.append(Fold(name, ops, guards, ruleset, pos))
         else:
             _, name, mode, lhs, rhs, guards, pos = item
             out.rules.append(Rule(name, mode, lhs, rhs, guards, ruleset, pos))
-    for rule in out.rules:
+    for rule in out.rules + out.folds:
         if rule.name in seen:
             raise rule.pos.error(f"rule '{rule.name}' is already defined at "
                                  f"{seen[rule.name].file}:{seen[rule.name].line}")

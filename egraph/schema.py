@@ -1,0 +1,110 @@
+"""The term language of the e-graph: how one HLO instruction is written as one egglog e-node.
+
+This module is the contract between the encoder (IR -> facts), the rule compiler (.rules ->
+egglog rules) and the extractor/decoder (e-graph -> IR). Nothing else writes egglog names.
+
+Terms (the sort `Term`), by operand count:
+
+    (Leaf op key attr type)            parameter: key = parameter number
+                                       constant:  key = literal id (0 for scalars, whose value
+                                                  is in the attr: (As "1" ""))
+                                       others:    key = 0, or a unique id for instructions that
+                                                  must never be merged (rng, side effects)
+    (Op1 op x attr type)   (Op2 op x y attr type)   (Op3 op x y z attr type)
+    (OpV op (vec-of x ...) attr type)  any other operand count (0 for after-all(), 4 and more)
+
+`op` is the HLO opcode string. `type` is (T dtype dims extra) for arrays: dtype "f32", dims
+(vec-of 8 128), extra "" unless the shape has a non-default layout or dynamic dimensions, in
+which case it is the shape's full text; tuples are (TT (vec-of type ...)).
+
+`attr` is typed per opcode (ATTR_FIELDS): one constructor per sequence of field kinds, named
+"A" + kind letters (v = vector of i64, s = String, i = i64), whose last field is always `rest`,
+the canonical text of every other attribute except metadata. So (Op1 "transpose" x (Av p rest)
+t) matches a transpose with permutation p, and hash-consing stays exact: two instructions are
+one e-node only when opcode, operands, every attribute and the type agree.
+"""
+from __future__ import annotations
+
+# opcode -> [(attribute name, kind)], kinds: v = list of ints, s = string, i = int.
+# `slice` and `pad` spread their per-dimension triples over three vectors; `to_apply` and other
+# called computations are strings naming a reducer ("add") or a registered computation ("@c3").
+ATTR_FIELDS: dict[str, list[tuple[str, str]]] = {
+    "broadcast": [("dimensions", "v")],
+    "transpose": [("dimensions", "v")],
+    "reverse": [("dimensions", "v")],
+    "concatenate": [("dimensions", "v")],
+    "reduce": [("dimensions", "v"), ("to_apply", "s")],
+    "reduce-window": [("to_apply", "s")],
+    "map": [("to_apply", "s")],
+    "sort": [("dimensions", "v"), ("to_apply", "s")],
+    "slice": [("start", "v"), ("limit", "v"), ("stride", "v")],
+    "pad": [("low", "v"), ("high", "v"), ("interior", "v")],
+    "dot": [("lhs_contracting_dims", "v"), ("rhs_contracting_dims", "v"),
+            ("lhs_batch_dims", "v"), ("rhs_batch_dims", "v")],
+    "compare": [("direction", "s"), ("type", "s")],
+    "get-tuple-element": [("index", "i")],
+    "iota": [("iota_dimension", "i")],
+    "constant": [("value", "s")],
+    "dynamic-slice": [("dynamic_slice_sizes", "v")],
+    "while": [("condition", "s"), ("body", "s")],
+    "call": [("to_apply", "s")],
+}
+
+KIND_SORT = {"v": "IVec", "s": "String", "i": "i64"}
+
+
+def attr_constructor(opcode: str) -> str:
+    """Name of the Attr constructor an opcode's attributes use, e.g. "Avv" ("A" for none)."""
+    return "A" + "".join(kind for _, kind in ATTR_FIELDS.get(opcode, ()))
+
+
+def attr_constructors() -> list[str]:
+    names = {attr_constructor(op) for op in ATTR_FIELDS} | {"A"}
+    return sorted(names)
+
+
+# Element-type classes as egglog relations over dtype names: rules guard with (IsFloat dt).
+DTYPE_CLASSES = {
+    "IsFloat": ("f16", "bf16", "f32", "f64", "f8e5m2", "f8e4m3", "f8e4m3fn", "f8e4m3b11fnuz",
+                "f8e3m4", "f8e5m2fnuz", "f8e4m3fnuz", "f4e2m1fn", "f8e8m0fnu"),
+    "IsSigned": ("s1", "s2", "s4", "s8", "s16", "s32", "s64"),
+    "IsUnsigned": ("u1", "u2", "u4", "u8", "u16", "u32", "u64"),
+    "IsPred": ("pred",),
+    "IsComplex": ("c64", "c128"),
+}
+DTYPE_CLASSES["IsInt"] = DTYPE_CLASSES["IsSigned"] + DTYPE_CLASSES["IsUnsigned"]
+
+TERM_CONSTRUCTORS = ("Leaf", "Op1", "Op2", "Op3", "OpV")
+
+
+def declarations() -> str:
+    """egglog text declaring every sort, constructor, relation and ruleset of the schema."""
+    attrs = "\n".join(
+        f"  ({name} {' '.join(KIND_SORT[k] for k in name[1:])} String)"
+        for name in attr_constructors())
+    dtype_facts = "\n".join(f'({rel} "{dt}")' for rel, dts in DTYPE_CLASSES.items()
+                            for dt in dts)
+    relations = "\n".join(f"(relation {rel} (String))" for rel in DTYPE_CLASSES)
+    return f"""
+(sort IVec (Vec i64))
+(datatype Attr
+{attrs})
+(datatype* (Type (T String IVec String) (TT TyVec))
+           (sort TyVec (Vec Type)))
+(datatype* (Term
+              (Leaf String i64 Attr Type)
+              (Op1 String Term Attr Type)
+              (Op2 String Term Term Attr Type)
+              (Op3 String Term Term Term Attr Type)
+              (OpV String TermVec Attr Type))
+           (sort TermVec (Vec Term)))
+(function tyof (Term) Type :no-merge)
+{relations}
+{dtype_facts}
+(ruleset analysis)
+(rule ((= e (Leaf op k a t))) ((set (tyof e) t)) :ruleset analysis)
+(rule ((= e (Op1 op x a t))) ((set (tyof e) t)) :ruleset analysis)
+(rule ((= e (Op2 op x y a t))) ((set (tyof e) t)) :ruleset analysis)
+(rule ((= e (Op3 op x y z a t))) ((set (tyof e) t)) :ruleset analysis)
+(rule ((= e (OpV op xs a t))) ((set (tyof e) t)) :ruleset analysis)
+"""
