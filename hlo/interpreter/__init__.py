@@ -1,0 +1,36 @@
+"""The reference interpreter: evaluates any module we parse with numpy, per XLA's operation
+semantics. It is the project's ground truth (rule soundness checks, equivalence checks).
+
+    outputs = evaluate(module, [np.ones(4, np.float32), ...])   # tuple results flattened
+
+One dispatch table maps every supported opcode to its implementation; the implementations
+live in a few modules by kind of op.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from ..ir import Module
+from . import (composite, contractions, control, data_movement, elementwise, indexing,
+               reductions, sorting)
+from .evaluator import TOKEN, Evaluator, evaluate_module
+
+DISPATCH = {
+    **elementwise.IMPLS, **data_movement.IMPLS, **indexing.IMPLS, **reductions.IMPLS,
+    **sorting.IMPLS, **contractions.IMPLS, **control.IMPLS, **composite.IMPLS,
+}
+
+# custom-call is dispatched only to explain that it has no reference semantics.
+SUPPORTED_OPCODES = (frozenset(DISPATCH) | {"parameter"}) - {"custom-call"}
+
+
+def evaluate(module: Module, args: Sequence) -> list[np.ndarray]:
+    """Run the entry computation on `args` (in parameter order). Returns the result's
+    arrays; a tuple result comes back flattened in order. Raises UnsupportedError for ops
+    without reference semantics (custom-call, ...), HloError for inconsistent modules."""
+    return evaluate_module(module, args, DISPATCH)
+
+
+__all__ = ["evaluate", "Evaluator", "DISPATCH", "SUPPORTED_OPCODES", "TOKEN"]
