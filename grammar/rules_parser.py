@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from importlib import resources
 
 from lark import Lark, Transformer
-from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+from lark.exceptions import (UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken,
+                             VisitError)
 
 from ..errors import HloError
 
@@ -227,34 +228,51 @@ def parse_rules(text: str, path: str = "<rules>") -> list:
         tree = _lark().parse(text)
     except UnexpectedInput as e:
         raise _syntax_error(e, path) from None
-    return _Builder(path).transform(tree)
+    try:
+        return _Builder(path).transform(tree)
+    except VisitError as e:             # an HloError raised while building the AST
+        if isinstance(e.orig_exc, HloError):
+            raise e.orig_exc from None
+        raise
 
 
-def load_rules(path: str, _stack: tuple[str, ...] = ()) -> RuleFile:
-    """Read a rule file and the files it includes (relative to it) into one RuleFile."""
+def load_rules(path: str, _stack: tuple[str, ...] = (), _loaded: set[str] | None = None,
+               _included_at: Pos | None = None) -> RuleFile:
+    """Read a rule file and the files it includes (relative to it) into one RuleFile.
+
+    A file is read once per call, however many files include it; an include that leads back
+    to a file being read is an error at that include."""
     real = os.path.realpath(path)
+    loaded = set() if _loaded is None else _loaded
     if real in _stack:
-        raise HloError("include cycle: " + " -> ".join(_stack + (real,)), path)
+        chain = " -> ".join(os.path.basename(p) for p in _stack + (real,))
+        if _included_at is not None:
+            raise _included_at.error(f"include cycle: {chain}")
+        raise HloError(f"include cycle: {chain}", path)
+    if real in loaded:
+        return RuleFile([], [])
+    loaded.add(real)
     try:
         with open(path, encoding="utf-8") as f:
             text = f.read()
     except OSError as e:
+        if _included_at is not None:
+            raise _included_at.error(f"cannot read included file {path}: {e.strerror}") from None
         raise HloError(f"cannot read rule file: {e.strerror}", path) from None
-    return _collect(parse_rules(text, path), os.path.dirname(path), _stack + (real,))
+    return _collect(parse_rules(text, path), os.path.dirname(path), _stack + (real,), loaded)
 
 
 def rules_from_text(text: str, path: str = "<rules>") -> RuleFile:
-    return _collect(parse_rules(text, path), os.getcwd(), ())
+    return _collect(parse_rules(text, path), os.getcwd(), (), set())
 
 
-def _collect(items: list, folder: str, stack: tuple[str, ...]) -> RuleFile:
+def _collect(items: list, folder: str, stack: tuple[str, ...], loaded: set[str]) -> RuleFile:
     out = RuleFile([], [])
     ruleset = DEFAULT_RULESET
-    seen: dict[str, Pos] = {}
     for item in items:
         kind = item[0]
         if kind == "include":
-            sub = load_rules(os.path.join(folder, item[1]), stack)
+            sub = load_rules(os.path.join(folder, item[1]), stack, loaded, item[2])
             out.rules.extend(sub.rules)
             out.raw.extend(sub.raw)
             out.folds.extend(sub.folds)
@@ -268,12 +286,44 @@ def _collect(items: list, folder: str, stack: tuple[str, ...]) -> RuleFile:
         else:
             _, name, mode, lhs, rhs, guards, pos = item
             out.rules.append(Rule(name, mode, lhs, rhs, guards, ruleset, pos))
-    for rule in out.rules + out.folds:
-        if rule.name in seen:
-            raise rule.pos.error(f"rule '{rule.name}' is already defined at "
-                                 f"{seen[rule.name].file}:{seen[rule.name].line}")
-        seen[rule.name] = rule.pos
+    check_unique_names(out)
     return out
+
+
+def check_unique_names(rule_file: RuleFile) -> None:
+    """Rule and fold names are unique (they name statistics and counterexamples)."""
+    seen: dict[str, Pos] = {}
+    for rule in rule_file.rules + rule_file.folds:
+        if rule.name in seen:
+            first = seen[rule.name]
+            raise rule.pos.error(f"rule '{rule.name}' is already defined at "
+                                 f"{first.file}:{first.line}")
+        seen[rule.name] = rule.pos
+
+
+def to_text(node) -> str:
+    """Rule-language text of an AST node, as it would be written in a file."""
+    if isinstance(node, Rule):
+        return (f"rule {node.name} [{node.mode}]: {to_text(node.lhs)} => {to_text(node.rhs)}"
+                + _guards_text(node.guards))
+    if isinstance(node, Fold):
+        return f"fold {node.name}: {', '.join(node.ops)}" + _guards_text(node.guards)
+    if isinstance(node, Call):
+        args = [to_text(a) for a in node.args] + [f"{k}={to_text(v)}" for k, v in node.keywords]
+        return f"{node.name}({', '.join(args)})"
+    if isinstance(node, Comparison):
+        return f"{to_text(node.left)} {node.op} {to_text(node.right)}"
+    if isinstance(node, IntList):
+        return "{" + ", ".join(map(str, node.values)) + "}"
+    if isinstance(node, String):
+        return '"' + node.value + '"'
+    if isinstance(node, Number):
+        return node.text
+    return node.name
+
+
+def _guards_text(guards) -> str:
+    return " when " + " and ".join(map(to_text, guards)) if guards else ""
 
 
 def _syntax_error(e: UnexpectedInput, path: str) -> HloError:

@@ -132,7 +132,7 @@ def _float_texts(flat: np.ndarray, dtype: np.dtype) -> list[str]:
     else:
         # Every f16/bf16/f8 value is exactly a float32, whose shortest repr reads back to it.
         texts = [str(v) for v in flat.astype(np.float32)]
-    nan_positions = np.flatnonzero(np.isnan(flat.astype(np.float32)))
+    nan_positions = np.flatnonzero(np.isnan(flat.astype(np.float64)))
     for i in nan_positions.tolist():
         texts[i] = _nan_text(flat[i], dtype)
     return [t[:-2] if t.endswith(".0") and "e" not in t else t for t in texts]

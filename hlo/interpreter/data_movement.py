@@ -89,7 +89,7 @@ def concatenate(inst, args, ev):
 
 
 def pad(inst, args, ev):
-    return pad_array(args[0], args[1], inst.attrs["padding"])
+    return np.asarray(pad_array(args[0], args[1], inst.attrs["padding"]))
 
 
 def pad_array(x: np.ndarray, value: np.ndarray, config) -> np.ndarray:

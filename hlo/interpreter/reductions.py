@@ -43,8 +43,10 @@ def _ufunc_reduce(ufunc, x, init):
     if x.shape[-1] == 0:
         return np.broadcast_to(init, x.shape[:-1]).astype(init.dtype)
     wide = widen(x)
-    reduced = ufunc.reduce(wide, axis=-1, dtype=wide.dtype)
-    return ufunc(widen(init), reduced).astype(x.dtype)
+    # The init value seeds the reduction (numpy's own seed, +0 for add, would turn an
+    # all-(-0) sum into +0).
+    return ufunc.reduce(wide, axis=-1, dtype=wide.dtype,
+                        initial=widen(init).item()).astype(x.dtype)
 
 
 def _tree_reduce(ev, comp, xs, inits, out_shape):

@@ -1,0 +1,240 @@
+"""Concrete instances of a rule for the rule checker: the left side as an HLO module at random
+shapes, element types and attribute values, and the right side built from the same bindings.
+
+The left side is built top-down with expectations (an operand of `add` takes its sibling's
+shape, most of the time); attribute values no rule names are drawn per opcode (samplers.py);
+anything invalid is filtered out by the verifier, by the rule's guards evaluated in Python,
+and by NoValue where the egglog rule would not match. The right side is typed by the very
+values the egglog rule computes (rule_ir.evaluate), so a right side that shape inference
+rejects is a finding, not a filter.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import HloError
+from ..ir import Computation, Instruction, Module
+from ..shape import Shape, array
+from ..shape_inference import INFERABLE, infer_shape
+from ..verifier import verify
+from .constants import representable, scalar_from_text
+from .rule_functions import NoValue
+from .rule_ir import Lit, PNode, RNode, RuleIR, Var, evaluate
+from .rule_types import operand_type
+from .samplers import DTYPE_CHOICES, FREE, SAMPLERS, Reject, no_free_fields
+
+REDUCERS = {"add", "multiply", "maximum", "minimum", "and", "or"}
+
+
+class IllTyped(Exception):
+    """The right side is not a valid module for a valid instance of the left side."""
+
+
+class Instance:
+    def __init__(self, lhs: Module, rhs: Module, params: list[Shape], env: dict):
+        self.lhs, self.rhs, self.params, self.env = lhs, rhs, params, env
+
+
+class _Builder:
+    """Instructions of one entry computation, plus the reducers they call."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.instructions: list[Instruction] = []
+        self.reducers: dict[tuple[str, str], Computation] = {}
+
+    def add(self, opcode: str, shape: Shape, operands=(), attrs=None, **kw) -> Instruction:
+        inst = Instruction(f"{opcode}.{len(self.instructions)}", opcode, shape, operands,
+                           attrs or {}, **kw)
+        self.instructions.append(inst)
+        return inst
+
+    def splat(self, text: str, shape: Shape) -> Instruction:
+        value = scalar_from_text(text, shape.element_type)
+        scalar = self.add("constant", array(shape.element_type), literal=value)
+        return scalar if shape.rank == 0 else self.add("broadcast", shape, [scalar],
+                                                       {"dimensions": ()})
+
+    def reducer(self, op: str, dtype: str) -> Computation:
+        key = (op, dtype)
+        if key not in self.reducers:
+            a = Instruction("a", "parameter", array(dtype), parameter_number=0)
+            b = Instruction("b", "parameter", array(dtype), parameter_number=1)
+            root = Instruction("r", op, array(dtype), [a, b])
+            self.reducers[key] = Computation(f"{op}_{dtype}", [a, b, root], root)
+        return self.reducers[key]
+
+    def module(self, root: Instruction) -> Module:
+        entry = Computation(self.name, self.instructions, root)
+        return Module(self.name, [*self.reducers.values(), entry], entry)
+
+
+def ir_attrs(op: str, fields: dict, operands: list[Shape], builder: _Builder) -> dict:
+    """IR attributes from schema fields (slice/pad triples, reducers named by their op)."""
+    out = {}
+    if op == "slice":
+        return {"slice": tuple(zip(fields["start"], fields["limit"], fields["stride"]))}
+    if op == "pad":
+        return {"padding": tuple(zip(fields["low"], fields["high"], fields["interior"]))}
+    for name, value in fields.items():
+        if name in ("rest", "value") or (name == "type" and value == ""):
+            continue
+        if name == "to_apply":
+            if value not in REDUCERS:
+                raise Reject(f"reducer {value!r}")
+            value = builder.reducer(value, operands[0].element_type)
+        out[name] = value
+    return out
+
+
+class Instantiator:
+    def __init__(self, ir: RuleIR, rng: np.random.Generator):
+        self.ir, self.rng = ir, rng
+        self.env: dict = {}
+        self.insts: dict[str, Instruction] = {}
+        self.params: list[Instruction] = []
+        self.base = self.random_shape(free=True)
+
+    def random_shape(self, free: bool = False) -> Shape:
+        if not free and self.rng.random() < 0.5:
+            return self.base
+        dtype = DTYPE_CHOICES[self.rng.integers(len(DTYPE_CHOICES))]
+        rank = int(self.rng.integers(4))
+        dims = [int(self.rng.integers(1, 5)) if self.rng.random() > 0.05 else 0
+                for _ in range(rank)]
+        return array(dtype, dims)
+
+    def run(self) -> Instance:
+        lhs = _Builder("lhs")
+        root = self.lhs(self.ir.lhs, None, lhs)
+        for guard in self.ir.guards:
+            if not self.holds(guard):
+                raise Reject("guards")
+        lhs_module = lhs.module(root)
+        try:
+            verify(lhs_module)
+        except HloError as e:
+            raise Reject(f"invalid left side ({_first_words(e.message)})") from None
+        rhs = _Builder("rhs")
+        copies = {id(p): rhs.add("parameter", p.shape, parameter_number=p.parameter_number)
+                  for p in self.params}
+        rhs_root = self.rhs(self.ir.rhs, rhs, copies)
+        rhs_module = rhs.module(rhs_root)
+        try:
+            verify(rhs_module)
+            if not rhs_root.shape.compatible(root.shape):
+                raise HloError(f"its type is {rhs_root.shape.to_text(False)}, the left "
+                               f"side's {root.shape.to_text(False)}")
+        except HloError as e:
+            raise IllTyped(f"the right side is not a valid replacement: {e.message}\n"
+                           f"left side:\n{indent(lhs_module.to_text())}\n"
+                           f"right side:\n{indent(rhs_module.to_text())}") from None
+        return Instance(lhs_module, rhs_module, [p.shape for p in self.params], self.env)
+
+    def holds(self, guard) -> bool:
+        try:
+            return bool(evaluate(guard, self.env))
+        except NoValue:
+            return False
+
+    def value(self, v):
+        try:
+            return evaluate(v, self.env)
+        except NoValue:
+            raise Reject("a function has no value here") from None
+        except KeyError:
+            raise Reject("a function of a variable bound later") from None
+
+    # --- left side -------------------------------------------------------------------------
+
+    def lhs(self, node: PNode, expected: Shape | None, b: _Builder) -> Instruction:
+        if node.op is None:
+            if node.var in self.insts:
+                return self.insts[node.var]
+            use = expected is not None and self.rng.random() < 0.9
+            shape = expected if use else self.random_shape()
+            inst = b.add("parameter", shape, parameter_number=len(self.params))
+            self.params.append(inst)
+            return self._bind(node.var, inst)
+        if node.splat is not None:
+            shape = expected if expected is not None else self.random_shape()
+            if not representable(node.splat, shape.element_type):
+                raise Reject("constant not representable")
+            return self._bind(node.var, b.splat(node.splat, shape))
+        n = len(node.children)
+        shapes: list = [None] * n
+        insts: list = [None] * n
+        for i in sorted(range(n), key=lambda i: self._order(node.children[i])):
+            exp = self._expected_operand(node.op, i, expected, shapes)
+            insts[i] = self.lhs(node.children[i], exp, b)
+            shapes[i] = insts[i].shape
+        free = {name for name, v in node.attrs if isinstance(v, Var) and v.name not in self.env}
+        fields = {name: FREE if name in free else self.value(v) for name, v in node.attrs}
+        result = SAMPLERS.get(node.op, no_free_fields)(self, shapes, fields, expected)
+        for name, v in node.attrs:
+            if name in free:
+                self.env[v.name] = fields[name]
+        attrs = ir_attrs(node.op, fields, shapes, b)
+        if result is None:
+            if node.op not in INFERABLE or node.op == "broadcast":
+                if expected is None:
+                    raise Reject(f"no result shape for {node.op}")
+                result = expected
+            else:
+                try:
+                    result = infer_shape(node.op, shapes, attrs)
+                except HloError as e:
+                    raise Reject(f"invalid {node.op} ({_first_words(e.message)})") from None
+        if expected is not None and not result.compatible(expected):
+            raise Reject("shapes do not fit")
+        return self._bind(node.var, b.add(node.op, result, insts, attrs))
+
+    def _bind(self, var: str, inst: Instruction) -> Instruction:
+        self.insts[var] = inst
+        self.env[var] = inst.shape
+        return inst
+
+    def _order(self, child: PNode) -> int:
+        """Operations and bound variables first: they give free siblings their shape."""
+        if child.splat is not None:
+            return 2
+        return 1 if child.op is None and child.var not in self.insts else 0
+
+    def _expected_operand(self, op: str, i: int, result, shapes) -> Shape | None:
+        lit = lambda s: None if s is None else Lit(s, "type")
+        t = operand_type(op, i, lit(result), [lit(s) for s in shapes])
+        try:
+            return None if t is None else evaluate(t, {})
+        except NoValue:
+            return None
+
+    # --- right side ------------------------------------------------------------------------
+
+    def rhs(self, node: RNode, b: _Builder, copies: dict) -> Instruction:
+        if node.kind == "ref":
+            return self._copy(self.insts[node.ref], b, copies)
+        shape = self.value(node.type)
+        if node.kind == "splat":
+            return b.splat(node.splat, shape)
+        children = [self.rhs(c, b, copies) for c in node.children]
+        fields = {name: self.value(v) for name, v in node.attrs}
+        attrs = ir_attrs(node.op, fields, [c.shape for c in children], b)
+        return b.add(node.op, shape, children, attrs)
+
+    def _copy(self, inst: Instruction, b: _Builder, copies: dict) -> Instruction:
+        """A left-side instruction (and its operands) in the right side's computation."""
+        if id(inst) not in copies:
+            operands = [self._copy(o, b, copies) for o in inst.operands]
+            attrs = {k: (b.reducer(v.root.opcode, v.root.shape.element_type)
+                         if isinstance(v, Computation) else v) for k, v in inst.attrs.items()}
+            copies[id(inst)] = b.add(inst.opcode, inst.shape, operands, attrs,
+                                     literal=inst.literal)
+        return copies[id(inst)]
+
+
+def indent(text: str) -> str:
+    return "\n".join("    " + line for line in text.strip().splitlines())
+
+
+def _first_words(message: str) -> str:
+    return " ".join(message.split()[:6])

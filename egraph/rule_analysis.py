@@ -1,0 +1,389 @@
+"""Meaning of a parsed rule: .rules AST -> RuleIR, or an HloError at the offending position.
+
+Checks, in the order a reader would: the left side is an operation; opcodes exist (hlo/ops.py)
+and get their operand count; attributes belong to their opcode (schema.ATTR_FIELDS) and have
+the right kind; every variable used on the right side or in a guard is bound on the left;
+guards and functions exist and take the kinds they are given; and every new right-side term
+has a type the compiler can derive (rule_types.py), so egglog never has to guess one.
+"""
+from __future__ import annotations
+
+import contextlib
+import difflib
+
+from ..dtypes import DTYPES
+from ..errors import HloError
+from ..grammar.rules_parser import (Call, Comparison, Fold, IntList, Name, Number, Pos, Rule,
+                                    String, to_text)
+from ..ops import OPS, VARIADIC
+from .constants import number_text
+from .rule_functions import COMPARISONS, FUNCTIONS
+from .rule_ir import (ROOT, Apply, Compare, FoldIR, Lit, PNode, RNode, RuleIR, TypeOf, Var,
+                      kind_of)
+from .rule_types import dtype, operand_type, result_type
+from .schema import ATTR_FIELDS
+
+FIELD_KINDS = {"v": "ints", "s": "str", "i": "int"}
+KIND_NAMES = {"ints": "a list of integers", "int": "an integer", "str": "a name or string",
+              "dtype": "an element type", "type": "a term", "term": "a term", "bool": "a guard"}
+COMMUTATIVE = frozenset({"add", "multiply", "maximum", "minimum", "and", "or", "xor"})
+SYMMETRIC_DIRECTIONS = frozenset({"EQ", "NE"})
+BUILDERS = {"zeros_like": "0", "ones_like": "1"}
+# Attributes a new right-side term may leave out (when it cannot copy them from the root).
+# A compare's type "" is XLA's default for the element type, as the encoder writes it.
+DEFAULTS = {("dot", "lhs_batch_dims"): Lit((), "ints"), ("dot", "rhs_batch_dims"): Lit((), "ints"),
+            ("compare", "type"): Lit("", "str")}
+BUILDABLE_LEAVES = frozenset({"iota"})
+
+
+def fields_of(op: str) -> list[tuple[str, str]]:
+    """(name, value kind) of an opcode's attributes, `rest` last (every other attribute)."""
+    return [(n, FIELD_KINDS[k]) for n, k in ATTR_FIELDS.get(op, ())] + [("rest", "str")]
+
+
+def analyze_rule(rule: Rule) -> RuleIR:
+    with _naming(f"rule {rule.name}"):
+        return _RuleAnalysis(rule).run()
+
+
+def analyze_fold(fold: Fold) -> FoldIR:
+    """Folds name ops (or `elementwise`); their guards may only mention `root`."""
+    with _naming(f"fold {fold.name}"):
+        for op in fold.ops:
+            if op != "elementwise" and op not in OPS:
+                raise fold.pos.error(f"unknown op '{op}'{_suggest(op, OPS)}")
+        analysis = _RuleAnalysis(None)
+        return FoldIR(fold, [analysis.guard(g) for g in fold.guards])
+
+
+@contextlib.contextmanager
+def _naming(what: str):
+    """Errors say which rule they are about, besides where."""
+    try:
+        yield
+    except HloError as e:
+        e.message = f"{what}: {e.message}"
+        e.args = (e.message,)
+        raise
+
+
+def _suggest(name: str, choices) -> str:
+    close = difflib.get_close_matches(name, list(choices), n=1)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+def _is_variable_name(name: str) -> bool:
+    return name[0].islower() or name[0] == "_"
+
+
+class _RuleAnalysis:
+    def __init__(self, rule: Rule | None):
+        self.rule = rule
+        self.vars: dict[str, Var] = {}
+        self.nodes = 0
+        self.rnodes = 0
+        self.implicit: list = []
+        self.root: PNode | None = None
+
+    def run(self) -> RuleIR:
+        rule = self.rule
+        self.root = self.lhs_root(rule.lhs)
+        guards = [self.guard(g) for g in rule.guards]
+        rhs = self.rhs_root(rule.rhs)
+        return RuleIR(rule, self.root, guards + self.implicit, rhs, rhs.kind == "splat")
+
+    # --- left side ---------------------------------------------------------------------
+
+    def lhs_root(self, term) -> PNode:
+        if not (isinstance(term, Call) and term.name in OPS):
+            if isinstance(term, Call):
+                self.op_info(term)              # says what the name is instead
+            raise term.pos.error("the left side must be an operation such as add(x, 0), "
+                                 f"not {_describe(term)}")
+        self.deferred: list[tuple[list, int, object, str]] = []
+        root = self.pattern(term)
+        for attrs, j, value, kind in self.deferred:     # functions see every LHS binding
+            attrs[j] = (attrs[j][0], self.expect(self.value(value), kind, value))
+        return root
+
+    def pattern(self, term) -> PNode:
+        if isinstance(term, Name):
+            if term.name == "root":
+                raise term.pos.error("'root' is the whole matched term: use it in guards and "
+                                     "on the right side, not inside the left side")
+            return PNode(self.bind(term, "term").name, None, term.pos)
+        k = self.nodes
+        self.nodes += 1
+        if isinstance(term, Number):
+            return PNode(f"i_n{k}", "constant", term.pos, splat=number_text(term.text))
+        if not isinstance(term, Call):
+            raise term.pos.error(f"expected a term (an operation, variable or number), got "
+                                 f"{_describe(term)}")
+        info = self.op_info(term)
+        children = [self.pattern(a) for a in term.args]
+        attrs = self.lhs_attrs(term, k)
+        direction = dict(attrs).get("direction")
+        commutative = term.name in COMMUTATIVE or (
+            term.name == "compare" and isinstance(direction, Lit)
+            and direction.value in SYMMETRIC_DIRECTIONS)
+        return PNode(f"i_n{k}", info.name, term.pos, children, attrs, f"i_t{k}",
+                     commutative=commutative and len(children) == 2)
+
+    def op_info(self, term: Call):
+        info = OPS.get(term.name)
+        if info is None:
+            if term.name in FUNCTIONS:
+                raise term.pos.error(f"'{term.name}' is a function of attribute values, not a "
+                                     "term")
+            if term.name in BUILDERS:
+                raise term.pos.error(f"'{term.name}' builds a constant: it can only appear on "
+                                     "the right side")
+            raise term.pos.error(f"unknown op '{term.name}'{_suggest(term.name, OPS)}")
+        if info.arity != VARIADIC and len(term.args) != info.arity:
+            raise term.pos.error(f"{term.name} takes {info.arity} operand"
+                                 f"{'' if info.arity == 1 else 's'}, got {len(term.args)}")
+        return info
+
+    def lhs_attrs(self, term: Call, k: int) -> list:
+        fields = fields_of(term.name)
+        named = self.named_attrs(term, fields)
+        out = []
+        for j, (name, kind) in enumerate(fields):
+            if name not in named:
+                out.append((name, Var(f"i_r{k}" if name == "rest" else f"i_a{k}_{j}", kind)))
+                continue
+            value = named[name]
+            if isinstance(value, Call):
+                out.append((name, None))
+                self.deferred.append((out, j, value, kind))
+            elif isinstance(value, Name) and _is_variable_name(value.name):
+                out.append((name, self.bind(value, kind)))
+            else:
+                out.append((name, self.expect(self.value(value), kind, value)))
+        return out
+
+    def named_attrs(self, term: Call, fields) -> dict:
+        names = [n for n, _ in fields]
+        for name, value in term.keywords:
+            if name not in names:
+                raise value.pos.error(
+                    f"{term.name} has no attribute '{name}'{_suggest(name, names)} "
+                    f"(its attributes: {', '.join(names)})")
+        return dict(term.keywords)
+
+    def bind(self, name: Name, kind: str) -> Var:
+        if not _is_variable_name(name.name):
+            raise name.pos.error(f"expected {KIND_NAMES[kind]}, got the name '{name.name}' "
+                                 "(variables start with a lowercase letter)")
+        if name.name in DTYPES or name.name == "root":
+            raise name.pos.error(f"'{name.name}' is reserved (an element type or the matched "
+                                 "term); choose another variable name")
+        var = self.vars.get(name.name)
+        if var is None:
+            var = self.vars[name.name] = Var(f"v_{name.name}", kind)
+        elif var.kind != kind:
+            raise name.pos.error(f"'{name.name}' is {KIND_NAMES[var.kind]} elsewhere in this "
+                                 f"rule, but {KIND_NAMES[kind]} here")
+        return var
+
+    # --- values: guards and attribute values -----------------------------------------
+
+    def guard(self, g):
+        if isinstance(g, Comparison):
+            left, right = self.value(g.left), self.value(g.right)
+            left, right = self.resolve_dtype(left, right), self.resolve_dtype(right, left)
+            lk, rk = kind_of(left), kind_of(right)
+            if "term" in (lk, rk):
+                raise g.pos.error("terms are compared through their types, e.g. "
+                                  "dims(x) == dims(y)")
+            if lk != rk:
+                raise g.pos.error(f"cannot compare {KIND_NAMES[lk]} with {KIND_NAMES[rk]}")
+            if COMPARISONS[g.op].ordered and lk != "int":
+                raise g.pos.error(f"'{g.op}' compares integers, not {KIND_NAMES[lk]}")
+            return Compare(g.op, left, right)
+        if isinstance(g, Call) and g.name in FUNCTIONS and FUNCTIONS[g.name].public:
+            value = self.value(g)
+            if kind_of(value) != "bool":
+                raise g.pos.error(f"'{g.name}' is {KIND_NAMES[kind_of(value)]}, not a guard; "
+                                  f"compare it, e.g. {g.name}(...) == ...")
+            return value
+        name = getattr(g, "name", "")
+        guards = sorted(n for n, f in FUNCTIONS.items() if f.public and f.result == "bool")
+        raise g.pos.error(f"unknown guard '{name}'{_suggest(name, guards)} (guards: "
+                          f"{', '.join(guards)}, or comparisons)")
+
+    def resolve_dtype(self, value, other):
+        """`dtype(x) == f32`: a bare element type name next to a dtype is that dtype."""
+        if isinstance(value, Lit) and value.kind == "str" and kind_of(other) == "dtype":
+            return Lit(value.value, "dtype") if value.value in DTYPES else value
+        return value
+
+    def value(self, v):
+        if isinstance(v, Name):
+            if v.name == "root":
+                if self.rule is not None and self.root is None:
+                    raise v.pos.error("'root' is the whole matched term: use it in guards "
+                                      "and on the right side")
+                return Var(ROOT, "term")
+            var = self.vars.get(v.name)
+            if var is not None:
+                return var
+            if v.name in DTYPES:
+                return Lit(v.name, "dtype")
+            if not _is_variable_name(v.name):
+                return Lit(v.name, "str")
+            raise v.pos.error(f"unbound variable '{v.name}' (variables are bound on the left "
+                              "side)")
+        if isinstance(v, Number):
+            try:
+                return Lit(int(v.text), "int")
+            except ValueError:
+                raise v.pos.error(f"expected an integer, got {v.text}") from None
+        if isinstance(v, IntList):
+            return Lit(tuple(v.values), "ints")
+        if isinstance(v, String):
+            return Lit(v.value, "str")
+        if isinstance(v, Call):
+            fn = FUNCTIONS.get(v.name)
+            if fn is None or not fn.public:
+                if v.name in OPS:
+                    raise v.pos.error(f"'{v.name}' is an operation; only left-side variables, "
+                                      "root and functions of them can appear here")
+                public = sorted(n for n, f in FUNCTIONS.items() if f.public)
+                raise v.pos.error(f"unknown function '{v.name}'{_suggest(v.name, public)}")
+            if v.keywords:
+                raise v.pos.error(f"{v.name} takes no named arguments")
+            if len(v.args) != len(fn.params):
+                raise v.pos.error(f"{v.name} takes {len(fn.params)} argument"
+                                  f"{'' if len(fn.params) == 1 else 's'}, got {len(v.args)}")
+            args = tuple(self.expect(self.value(a), kind, a)
+                         for a, kind in zip(v.args, fn.params))
+            return Apply(fn.name, args)
+        raise v.pos.error(f"unexpected {_describe(v)}")
+
+    def expect(self, value, kind: str, node):
+        """`value` as an argument of `kind`; a term stands for its type."""
+        got = kind_of(value)
+        if kind == "type" and got == "term":
+            return TypeOf(value.name)
+        if kind == "dtype" and isinstance(value, Lit) and got == "str":
+            if value.value in DTYPES:
+                return Lit(value.value, "dtype")
+        if got != kind:
+            raise node.pos.error(f"expected {KIND_NAMES[kind]}, got {to_text(node)} "
+                                 f"({KIND_NAMES[got]})")
+        return value
+
+    # --- right side --------------------------------------------------------------------
+
+    def rhs_root(self, term) -> RNode:
+        if isinstance(term, Name) and term.name == "root":
+            raise term.pos.error("a rule whose right side is 'root' changes nothing")
+        node = self.build(term, TypeOf(ROOT))
+        if node.type != TypeOf(ROOT):
+            # A variable or zeros_like(x) stands for the root only when the types agree.
+            self.implicit.append(Compare("==", node.type, TypeOf(ROOT)))
+        return node
+
+    def new_rnode(self, kind: str, pos: Pos, type_, **kw) -> RNode:
+        self.rnodes += 1
+        return RNode(kind, self.rnodes, pos, type_, **kw)
+
+    def term_ref(self, term: Name) -> Var:
+        if term.name == "root":
+            return Var(ROOT, "term")
+        var = self.vars.get(term.name)
+        if var is None:
+            raise term.pos.error(f"unbound variable '{term.name}' (variables are bound on "
+                                 "the left side)")
+        if var.kind != "term":
+            raise term.pos.error(f"'{term.name}' is {KIND_NAMES[var.kind]}, not a term")
+        return var
+
+    def splat(self, text: str, type_, pos: Pos) -> RNode:
+        self.implicit.append(Apply("can_hold", (Lit(text, "str"), dtype(type_))))
+        return self.new_rnode("splat", pos, type_, splat=text)
+
+    def build(self, term, expected) -> RNode:
+        if isinstance(term, Name):
+            var = self.term_ref(term)
+            return self.new_rnode("ref", term.pos, TypeOf(var.name), ref=var.name)
+        if isinstance(term, Number):
+            if expected is None:
+                raise term.pos.error(f"cannot derive the type of the constant {term.text} "
+                                     "here: a constant needs a position whose type is known")
+            return self.splat(number_text(term.text), expected, term.pos)
+        if not isinstance(term, Call):
+            raise term.pos.error(f"expected a term, got {_describe(term)}")
+        if term.name in BUILDERS:
+            if len(term.args) != 1 or term.keywords:
+                raise term.pos.error(f"{term.name} takes one term, e.g. {term.name}(x)")
+            type_ = self.bottom_up(term.args[0])
+            if type_ is None:
+                raise term.args[0].pos.error(f"cannot derive the type of this term for "
+                                             f"{term.name}")
+            return self.splat(BUILDERS[term.name], type_, term.pos)
+        info = self.op_info(term)
+        if info.arity == 0 and info.name not in BUILDABLE_LEAVES:
+            raise term.pos.error(f"a rule cannot build a new {info.name}"
+                                 + ("; write a number" if info.name == "constant" else ""))
+        attrs = self.rhs_attrs(term)
+        operand_types = [self.bottom_up(a) for a in term.args]
+        result = expected if expected is not None else result_type(
+            term.name, operand_types, attrs)
+        if result is None:
+            raise term.pos.error(
+                f"cannot derive the type of the new '{term.name}' term: its type must follow "
+                "from its operands (elementwise ops, compare, transpose, slice, pad) or from "
+                "its position (the rule's result, an operand of a typed elementwise op)")
+        children = [self.build(a, None if t is not None else operand_type(
+            term.name, i, result, operand_types)) for i, (a, t) in enumerate(
+            zip(term.args, operand_types))]
+        full = []
+        for name, _ in fields_of(term.name):
+            value = attrs.get(name, DEFAULTS.get((term.name, name)))
+            if value is None:
+                if name == "rest":
+                    value = Lit("", "str")
+                else:
+                    raise term.pos.error(
+                        f"the new '{term.name}' needs attribute '{name}' (only a new term "
+                        "with the left root's opcode copies unnamed attributes from it)")
+            full.append((name, value))
+        return self.new_rnode("op", term.pos, result, op=term.name, children=children,
+                              attrs=full)
+
+    def rhs_attrs(self, term: Call) -> dict:
+        """Named attributes, then those copied from the left root if it has this opcode."""
+        fields = fields_of(term.name)
+        named = self.named_attrs(term, fields)
+        kinds = dict(fields)
+        out = {name: self.expect(self.value(v), kinds[name], v) for name, v in named.items()}
+        if term.name == self.root.op:
+            for name, value in self.root.attrs:
+                out.setdefault(name, value)
+        return out
+
+    def bottom_up(self, term):
+        """The type of a right-side term from its operands alone (None: not derivable)."""
+        if isinstance(term, Name):
+            return TypeOf(self.term_ref(term).name)
+        if isinstance(term, Call) and term.name in BUILDERS and len(term.args) == 1:
+            return self.bottom_up(term.args[0])
+        if isinstance(term, Call) and term.name in OPS:
+            return result_type(term.name, [self.bottom_up(a) for a in term.args],
+                               self.rhs_attrs(term))
+        return None
+
+
+def _describe(node) -> str:
+    if isinstance(node, IntList):
+        return "a list"
+    if isinstance(node, String):
+        return "a string"
+    if isinstance(node, Number):
+        return f"the number {node.text}"
+    if isinstance(node, Name):
+        return f"the name '{node.name}'"
+    return type(node).__name__
+

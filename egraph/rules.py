@@ -1,0 +1,170 @@
+"""Rule sets: `.rules` files -> checked egglog rules, compiled once per process.
+
+    rule_file = load_rule_set(["default"])           # or "none", a file, a folder
+    compiled = compile_rules(rule_file, fp_mode="xla")
+    egraph.run_program(*egraph.parse_program(schema.declarations()))
+    compiled.load(egraph)                            # prelude, then every ruleset's rules
+    # ... (run-schedule (saturate (run analysis)) (run simplify)) ...
+    compiled.rule_names["mul_one#1"]                 # -> the DSL Rule, for statistics
+
+The prelude adds rules to the schema's `analysis` ruleset (the IsSplat relation left-side
+constants match), so analysis must run to saturation before each rewrite round, as it must
+for `tyof`. Every ruleset named in the files is declared, and `simplify` and `fusion` always
+are, even when no rule of the requested mode is in them.
+
+Floating-point modes are ordered strict < xla < fast: a rule runs when its mode is at most
+the requested one. Compilation is cached on the rules' content and the mode.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from importlib import resources
+
+from ..errors import HloError
+from ..grammar.rules_parser import MODES, RawEgglog, Rule, RuleFile, check_unique_names, load_rules
+from .rule_analysis import analyze_fold, analyze_rule
+from .rule_emit import SPLAT_DECLARATIONS, emit_rule, rule_command
+from .rule_functions import FUNCTIONS
+from .rule_ir import FoldIR
+from .schema import declarations
+
+PHASES = ("simplify", "fusion")     # always declared, so a schedule may name them
+
+def load_rule_set(specs: list[str]) -> RuleFile:
+    """`default` (the rules shipped in hlo_opt.rules/default), `none`, or paths of rule files
+    or folders of them; several specs merge, and a name defined twice is an error."""
+    out = RuleFile([], [])
+    loaded: set[str] = set()
+    for spec in specs:
+        if spec == "none":
+            continue
+        if spec == "default":
+            with resources.as_file(resources.files("hlo_opt.rules").joinpath("default")) as d:
+                files = _rule_files(str(d))
+        elif os.path.isdir(spec):
+            files = _rule_files(spec)
+        elif os.path.exists(spec):
+            files = [spec]
+        else:
+            raise HloError("no such rule file or folder (expected default, none or a path)", spec)
+        for path in files:
+            part = load_rules(path, _loaded=loaded)
+            out.rules.extend(part.rules)
+            out.raw.extend(part.raw)
+            out.folds.extend(part.folds)
+    check_unique_names(out)
+    return out
+
+
+def _rule_files(folder: str) -> list[str]:
+    if not os.path.isdir(folder):           # an installed package without default rules
+        return []
+    return sorted(os.path.join(folder, f) for f in os.listdir(folder) if f.endswith(".rules"))
+
+
+def mode_allows(rule_mode: str, fp_mode: str) -> bool:
+    return MODES.index(rule_mode) <= MODES.index(fp_mode)
+
+
+@dataclass(frozen=True)
+class CompiledRules:
+    fp_mode: str
+    prelude: tuple[str, ...]                 # ruleset declarations and the functions' tables
+    rulesets: dict[str, tuple[str, ...]]     # ruleset -> its commands (rules, raw blocks)
+    rule_names: dict[str, Rule]              # egglog :name -> the DSL rule it came from
+    folds: tuple[FoldIR, ...]
+    skipped: tuple[Rule, ...]                # rules whose mode is beyond fp_mode
+    origins: dict[str, object]               # command -> Rule or RawEgglog, for errors
+
+    def commands(self) -> list[str]:
+        return [*self.prelude, *(c for cmds in self.rulesets.values() for c in cmds)]
+
+    def program(self) -> str:
+        return "\n".join(self.commands()) + "\n"
+
+    def load(self, egraph) -> None:
+        """Add the rules to an egglog EGraph that already has schema.declarations().
+
+        The program goes through a file and egglog's `include`: Rust parses it directly, which
+        avoids the Python binding's parse cost (quadratic in the text of one call)."""
+        from egglog.bindings import EggSmolError, Include, RustSpan
+        text = self.program()
+        with tempfile.TemporaryDirectory(prefix="hlo-rules-") as folder:
+            path = os.path.join(folder, "rules.egg")
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text)
+            try:
+                egraph.run_program(Include(RustSpan("", 0, 0), path))
+            except EggSmolError as e:
+                raise self._locate(str(e)) from None
+
+    def _locate(self, message: str) -> HloError:
+        """The egglog error as an HloError at the rule (or raw block) that caused it."""
+        message = message.replace(" of rules.egg", "")
+        m = re.search(r"In (\d+):(\d+)", message)
+        if m:
+            line = int(m.group(1))
+            for command in self.commands():
+                n = command.count("\n") + 1
+                if line <= n:
+                    origin = self.origins.get(command)
+                    if isinstance(origin, RawEgglog) and line > 1:     # verbatim lines
+                        return HloError(f"egglog rejected this: {message}", origin.pos.file,
+                                        origin.pos.line + line - 1, int(m.group(2)))
+                    if origin is not None:
+                        return HloError(f"egglog rejected this: {message}", origin.pos.file,
+                                        origin.pos.line, origin.pos.column)
+                    break
+                line -= n
+        return HloError(f"egglog rejected the compiled rules: {message}")
+
+
+def compile_rules(rule_file: RuleFile, fp_mode: str = "xla") -> CompiledRules:
+    if fp_mode not in MODES:
+        raise HloError(f"unknown floating-point mode '{fp_mode}' (expected one of "
+                       f"{', '.join(MODES)})")
+    key = (tuple((r, r.pos) for r in rule_file.rules), tuple((r, r.pos) for r in rule_file.raw),
+           tuple((f, f.pos) for f in rule_file.folds))
+    return _compile(key, fp_mode)
+
+
+@functools.lru_cache(maxsize=16)
+def _compile(key, fp_mode: str) -> CompiledRules:
+    rules, raws, folds = ([item for item, _ in part] for part in key)
+    rulesets: dict[str, list[str]] = {phase: [] for phase in PHASES}
+    names: dict[str, Rule] = {}
+    origins: dict[str, object] = {}
+    calls: dict[str, set] = {}
+    skipped = []
+    for rule in rules:
+        ir = analyze_rule(rule)          # every rule is checked, whatever the mode
+        if not mode_allows(rule.mode, fp_mode):
+            skipped.append(rule)
+            continue
+        variants, used = emit_rule(ir)
+        for fn, args in used.items():
+            calls.setdefault(fn, set()).update(args)
+        for i, (query, actions) in enumerate(variants):
+            name = rule.name if len(variants) == 1 else f"{rule.name}#{i}"
+            command = rule_command(query, actions, rule.ruleset, name)
+            rulesets.setdefault(rule.ruleset, []).append(command)
+            names[name] = rule
+            origins[command] = rule
+    for raw in raws:
+        rulesets.setdefault(raw.ruleset, []).append(raw.text)
+        origins[raw.text] = raw
+    fold_irs = tuple(analyze_fold(f) for f in folds)
+    for item in (*rules, *raws, *folds):     # declared even when no rule runs in this mode
+        rulesets.setdefault(item.ruleset, [])
+    declared = set(re.findall(r"\(ruleset (\S+?)\)", declarations()))
+    prelude = [f"(ruleset {name})" for name in rulesets if name not in declared]
+    prelude.append(SPLAT_DECLARATIONS)
+    prelude += [FUNCTIONS[fn].facts(args) for fn, args in sorted(calls.items())
+                if FUNCTIONS[fn].facts is not None]
+    return CompiledRules(fp_mode, tuple(prelude),
+                         {name: tuple(cmds) for name, cmds in rulesets.items()}, names,
+                         fold_irs, tuple(skipped), origins)

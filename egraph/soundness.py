@@ -1,0 +1,228 @@
+"""The rule checker: is each rule sound in the floating-point mode it declares?
+
+For every rule it draws instances (instantiate.py), fills the parameters with edge values
+(NaN, ±inf, −0.0, denormals, integer min/max, 0, ±1) mixed with random ones, evaluates both
+sides with the reference interpreter and compares them as the mode says:
+
+    strict  bit for bit, any NaN equal to any NaN
+    xla     the same, except that -0 equals +0
+    fast    finite moderate inputs; where the left side is finite, equal up to a relative
+            tolerance (where it is not, the rule may assume anything)
+
+Integers and pred compare exactly in every mode. A rule no instance could be found for is
+"not checked", never passed.
+"""
+from __future__ import annotations
+
+import zlib
+from collections import Counter
+from dataclasses import dataclass
+
+import ml_dtypes
+import numpy as np
+
+from .. import evaluate
+from ..dtypes import from_numpy
+from ..errors import HloError, UnsupportedError
+from ..grammar.rules_parser import Rule, RuleFile, to_text
+from ..printer import format_literal
+from ..shape import Shape, array
+from .instantiate import IllTyped, Instance, Instantiator, Reject, indent
+from .rule_analysis import analyze_rule
+from .rule_ir import RuleIR
+from .rules import mode_allows
+
+INPUT_SETS = 8          # input fillings per instance
+ATTEMPTS_PER_TRIAL = 20
+FAST_RTOL = {"f16": 1e-2, "bf16": 4e-2, "f32": 1e-4, "f64": 1e-9}
+
+
+@dataclass
+class Verdict:
+    rule: Rule
+    status: str         # "sound", "unsound", "unchecked" or "skipped"
+    instances: int
+    detail: str = ""
+
+
+def check_rule_file(rule_file: RuleFile, fp_mode: str = "fast", trials: int = 100,
+                    seed: int = 0) -> list[Verdict]:
+    """Every rule of the file: checked in its own mode, or skipped when fp_mode excludes it."""
+    out = []
+    for rule in rule_file.rules:
+        ir = analyze_rule(rule)
+        if not mode_allows(rule.mode, fp_mode):
+            out.append(Verdict(rule, "skipped", 0, f"needs --fp-mode={rule.mode}"))
+        else:
+            out.append(check_rule(ir, trials, seed))
+    return out
+
+
+def check_rule(ir: RuleIR, trials: int = 100, seed: int = 0) -> Verdict:
+    rule = ir.rule
+    rng = np.random.default_rng([seed, zlib.crc32(rule.name.encode())])
+    reasons: Counter = Counter()
+    done = attempts = 0
+    while done < trials and attempts < trials * ATTEMPTS_PER_TRIAL:
+        attempts += 1
+        try:
+            inst = Instantiator(ir, rng).run()
+        except Reject as r:
+            reasons[str(r)] += 1
+            continue
+        except IllTyped as e:
+            return Verdict(rule, "unsound", done, str(e))
+        for _ in range(INPUT_SETS):
+            args = [fill(shape, rule.mode, rng) for shape in inst.params]
+            try:
+                lefts = evaluate(inst.lhs, args)
+            except HloError as e:
+                reasons[f"left side does not evaluate ({e.message.split(':')[0]})"] += 1
+                break
+            try:
+                rights = evaluate(inst.rhs, args)
+            except UnsupportedError as e:
+                reasons[f"right side does not evaluate ({e.message})"] += 1
+                break
+            except HloError as e:
+                return Verdict(rule, "unsound", done, counterexample(
+                    inst, args, lefts[0], None, f"the right side fails: {e.message}"))
+            for left, right in zip(lefts, rights):
+                where = first_mismatch(left, right, rule.mode)
+                if where is not None:
+                    return Verdict(rule, "unsound", done, counterexample(
+                        inst, args, left, right, where))
+        else:
+            done += 1
+    if done == 0:
+        top = ", ".join(f"{why} ×{n}" for why, n in reasons.most_common(3))
+        return Verdict(rule, "unchecked", 0, f"no instance in {attempts} draws ({top})")
+    return Verdict(rule, "sound", done)
+
+
+# --- inputs --------------------------------------------------------------------------------
+
+def edge_values(shape: Shape, mode: str) -> np.ndarray:
+    dt = shape.dtype
+    if dt.kind == "pred":
+        return np.array([False, True])
+    if dt.kind in ("int", "uint"):
+        info = np.iinfo(dt.numpy)
+        values = [info.min, info.max, 0, 1, 2, info.max - 1]
+        if dt.kind == "int":
+            values += [-1, -2, info.min + 1]
+        return np.array(values, dtype=dt.numpy)
+    base = [0.0, 1.0, -1.0, 0.5, 2.0, -3.0]
+    if mode != "fast":
+        fi = ml_dtypes.finfo(dt.numpy)
+        base += [np.nan, np.inf, -np.inf, -0.0, float(fi.max), -float(fi.max), float(fi.tiny),
+                 float(fi.smallest_subnormal), -float(fi.smallest_subnormal)]
+    return np.array(base).astype(dt.numpy)
+
+
+def random_values(shape: Shape, mode: str, rng, n: int) -> np.ndarray:
+    dt = shape.dtype
+    if dt.kind == "pred":
+        return rng.random(n) < 0.5
+    if dt.kind in ("int", "uint"):
+        info = np.iinfo(dt.numpy)
+        wide = rng.integers(info.min, info.max, size=n, dtype=dt.numpy, endpoint=True)
+        small = rng.integers(max(info.min, -8), 9, size=n).astype(dt.numpy)
+        return np.where(rng.random(n) < 0.5, small, wide)
+    if mode == "fast":
+        values = rng.uniform(-4, 4, size=n)
+    else:
+        values = rng.standard_normal(n) * rng.choice([1.0, 1e-3, 1e3], size=n)
+    return values.astype(dt.numpy)
+
+
+def fill(shape: Shape, mode: str, rng) -> np.ndarray:
+    """An argument: each element an edge value or a random one, with even odds."""
+    n = shape.num_elements
+    pool = edge_values(shape, mode)
+    out = random_values(shape, mode, rng, n)
+    pick = rng.random(n) < 0.5
+    out[pick] = pool[rng.integers(len(pool), size=n)][pick]
+    return out.reshape(shape.dims)
+
+
+# --- comparison ----------------------------------------------------------------------------
+
+def first_mismatch(a: np.ndarray, b: np.ndarray, mode: str):
+    """Index of the first element where `b` is not an acceptable stand-in for `a`, or None."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return "shape"
+    kind = a.dtype.kind
+    if kind == "c":
+        for part in (np.real, np.imag):
+            where = first_mismatch(part(a), part(b), mode)
+            if where is not None:
+                return where
+        return None
+    if kind in "biu":
+        bad = a != b
+    else:
+        x, y = a.astype(np.float64), b.astype(np.float64)
+        both_nan = np.isnan(x) & np.isnan(y)
+        if mode == "strict":
+            bits = f"u{a.dtype.itemsize}"
+            bad = (a.view(bits) != b.view(bits)) & ~both_nan
+        elif mode == "xla":
+            bad = (x != y) & ~both_nan
+        else:
+            finite = np.isfinite(x)
+            rtol = FAST_RTOL.get(_dtype_name(a), 1e-2)
+            scale = max(1.0, float(np.max(np.abs(x[finite]), initial=0.0)))
+            bad = finite & ~(np.abs(x - y) <= rtol * np.abs(x) + rtol * scale)
+    hits = np.argwhere(bad)
+    return None if len(hits) == 0 else tuple(int(i) for i in hits[0])
+
+
+def _dtype_name(a: np.ndarray) -> str:
+    return from_numpy(a.dtype).name
+
+
+# --- reports -------------------------------------------------------------------------------
+
+def counterexample(inst: Instance, args, left, right, where) -> str:
+    with np.errstate(all="ignore"):         # the printer casts to f32 to find NaNs
+        return _counterexample(inst, args, left, right, where)
+
+
+def _counterexample(inst: Instance, args, left, right, where) -> str:
+    lines = ["left side:", indent(inst.lhs.to_text()), "right side:", indent(inst.rhs.to_text())]
+    for i, (arg, shape) in enumerate(zip(args, inst.params)):
+        lines.append(f"  parameter {i} = {_literal(arg, shape)}")
+    lines.append(f"  left gives  {_literal(left, None)}")
+    if right is None:
+        lines.append(f"  {where}")
+    else:
+        lines.append(f"  right gives {_literal(right, None)}")
+        if isinstance(where, tuple):
+            lines.append(f"  first difference at index {list(where)}: "
+                         f"{_element(left, where)} vs {_element(right, where)}")
+    return "\n".join(lines)
+
+
+def _literal(value: np.ndarray, shape: Shape | None) -> str:
+    shape = shape or array(from_numpy(value.dtype).name, value.shape)
+    return f"{shape.to_text(False)} {format_literal(value, shape)}"
+
+
+def _element(value: np.ndarray, index) -> str:
+    return _literal(np.asarray(value[index]), None).split(" ", 1)[1]
+
+
+def describe(v: Verdict) -> str:
+    """One verdict as the checker prints it."""
+    rule = v.rule
+    head = f"{rule.name} [{rule.mode}]"
+    where = f"{rule.pos.file}:{rule.pos.line}:{rule.pos.column}"
+    if v.status == "sound":
+        return f"ok          {head} ({v.instances} instances)"
+    if v.status == "skipped":
+        return f"skipped     {head} ({v.detail})"
+    if v.status == "unchecked":
+        return f"NOT CHECKED {head} at {where}: {v.detail}\n    {to_text(rule)}"
+    return (f"UNSOUND     {head} at {where}\n    {to_text(rule)}\n"
+            f"  counterexample after {v.instances} passing instances:\n{v.detail}")

@@ -1,0 +1,472 @@
+"""The rule compiler: .rules text -> egglog rules. Errors point at the offending token; the
+compiled rules rewrite tiny e-graphs written in schema.py's term encoding."""
+from __future__ import annotations
+
+import pathlib
+import random
+
+import pytest
+from egglog.bindings import EggSmolError, EGraph
+
+from hlo_opt.egraph.constants import canonical_scalar_text, number_text, representable
+from hlo_opt.egraph.rule_analysis import analyze_fold
+from hlo_opt.egraph.rule_emit import fold_guard_variants
+from hlo_opt.egraph.rule_functions import FUNCTIONS, MAX_RANK, NoValue, TypeParts, vec
+from hlo_opt.egraph.rules import compile_rules, load_rule_set
+from hlo_opt.egraph.schema import declarations
+from hlo_opt.errors import HloError
+from hlo_opt.grammar.rules_parser import rules_from_text
+from hlo_opt.shape import array
+
+RULES = pathlib.Path(__file__).parent / "rules"
+F23 = '(T "f32" (vec-of 2 3) "")'
+S23 = '(T "s32" (vec-of 2 3) "")'
+F = '(T "f32" (vec-empty) "")'
+S = '(T "s32" (vec-empty) "")'
+SATURATE = "(run-schedule (repeat 4 (saturate (run analysis)) (run simplify)))"
+
+
+def compile_text(text: str, mode: str = "fast"):
+    return compile_rules(rules_from_text(text, "t.rules"), mode)
+
+
+def egraph(text: str, mode: str = "fast") -> EGraph:
+    eg = EGraph()
+    eg.run_program(*eg.parse_program(declarations()))
+    compile_text(text, mode).load(eg)
+    return eg
+
+
+def run(eg: EGraph, program: str):
+    return eg.run_program(*eg.parse_program(program))
+
+
+def holds(eg: EGraph, fact: str) -> bool:
+    try:
+        run(eg, f"(check {fact})")
+        return True
+    except EggSmolError:
+        return False
+
+
+def param(n: int, t: str) -> str:
+    return f'(Leaf "parameter" {n} (A "") {t})'
+
+
+def const(text: str, t: str = F) -> str:
+    return f'(Leaf "constant" 0 (As "{text}" "") {t})'
+
+
+def bcast(scalar: str, t: str) -> str:
+    return f'(Op1 "broadcast" {scalar} (Av (vec-empty) "") {t})'
+
+
+# --- errors ----------------------------------------------------------------------------------
+
+ERRORS = [
+    ("syntax", "rule a: add(x, => x", 1, 16, "unexpected"),
+    ("unknown op", "rule a: mutiply(x, 0) => x", 1, 9,
+     "unknown op 'mutiply' (did you mean 'multiply'?)"),
+    ("arity", "rule a: negate(x, y) => x", 1, 9, "negate takes 1 operand, got 2"),
+    ("unknown attribute", "rule a: transpose(x, dims=p) => x", 1, 27,
+     "transpose has no attribute 'dims'"),
+    ("unbound variable", "rule a: negate(x) =>\n  negate(y)", 2, 10, "unbound variable 'y'"),
+    ("unbound in guard", "rule a: negate(x) => x when is_int(z)", 1, 36, "unbound variable 'z'"),
+    ("unknown guard", "rule a: negate(x) => x when is_floaty(x)", 1, 29,
+     "unknown guard 'is_floaty' (did you mean 'is_float'?)"),
+    ("underivable type",
+     "rule a: transpose(x, dimensions=p) => transpose(convert(x), dimensions=p)", 1, 49,
+     "cannot derive the type of the new 'convert'"),
+    ("bad mode", "rule a [fastest]: negate(x) => x", 1, 9, "unknown floating-point mode"),
+    ("duplicate name", "rule a: negate(x) => x\nrule a: abs(x) => x", 2, 6,
+     "rule 'a' is already defined at t.rules:1"),
+    ("attribute kind", "rule a: transpose(x, dimensions=LT) => x", 1, 33,
+     "expected a list of integers, got LT (a name or string)"),
+    ("argument kind", "rule a: negate(x) => x when is_identity(x)", 1, 41,
+     "expected a list of integers, got x (a term)"),
+    ("left side is a variable", "rule a: x => x", 1, 9, "the left side must be an operation"),
+    ("builder on the left", "rule a: zeros_like(x) => x", 1, 9, "only appear on the right side"),
+    ("constant without a type", "rule a: negate(x) => convert(1)", 1, 30,
+     "cannot derive the type of the constant 1"),
+    ("missing attribute", "rule a: negate(x) => transpose(x)", 1, 22,
+     "the new 'transpose' needs attribute 'dimensions'"),
+    ("ordered list comparison", "rule a: negate(x) => x when dims(x) < dims(root)", 1, 37,
+     "'<' compares integers"),
+    ("reserved name", "rule a: negate(f32) => f32", 1, 16, "'f32' is reserved"),
+    ("kind conflict", "rule a: transpose(p, dimensions=p) => p", 1, 33,
+     "'p' is a term elsewhere in this rule, but a list of integers here"),
+    ("root on the left", "rule a: negate(root) => root", 1, 16, "'root' is the whole matched term"),
+    ("function as a term", "rule a: negate(x) => compose(x, x)", 1, 22,
+     "'compose' is a function of attribute values"),
+    ("unknown function", "rule a: transpose(x, dimensions=p) => transpose(x, dimensions=reverse(p))",
+     1, 63, "'reverse' is an operation"),
+    ("fold op", "fold f: addd, negate", 1, 6, "fold f: unknown op 'addd' (did you mean 'add'?)"),
+    ("guard is not a guard", "rule a: negate(x) => x when rank(x)", 1, 29,
+     "'rank' is an integer, not a guard"),
+]
+
+
+@pytest.mark.parametrize("text,line,column,message", [e[1:] for e in ERRORS],
+                         ids=[e[0] for e in ERRORS])
+def test_error_positions(text, line, column, message):
+    with pytest.raises(HloError) as info:
+        compile_text(text)
+    err = info.value
+    assert message in err.message
+    assert (err.filename, err.line, err.column) == ("t.rules", line, column), str(err)
+
+
+def test_include_cycle_is_reported_at_the_include(tmp_path):
+    (tmp_path / "a.rules").write_text('include "b.rules"\nrule a: negate(negate(x)) => x\n')
+    (tmp_path / "b.rules").write_text('rule b: abs(abs(x)) => abs(x)\n\ninclude "a.rules"\n')
+    with pytest.raises(HloError) as info:
+        load_rule_set([str(tmp_path / "a.rules")])
+    err = info.value
+    assert (pathlib.Path(err.filename).name, err.line, err.column) == ("b.rules", 3, 9)
+    assert "include cycle: a.rules -> b.rules -> a.rules" in err.message
+
+
+def test_duplicate_names_across_files(tmp_path):
+    (tmp_path / "a.rules").write_text("rule r: negate(negate(x)) => x\n")
+    (tmp_path / "b.rules").write_text("\n\nrule r: abs(abs(x)) => abs(x)\n")
+    with pytest.raises(HloError) as info:
+        load_rule_set([str(tmp_path)])
+    assert (info.value.line, info.value.column) == (3, 6)
+
+
+def test_shared_include_is_read_once(tmp_path):
+    (tmp_path / "common.rules").write_text("rule c: negate(negate(x)) => x\n")
+    (tmp_path / "a.rules").write_text('include "common.rules"\nrule a: abs(abs(x)) => abs(x)\n')
+    (tmp_path / "b.rules").write_text('include "common.rules"\nrule b: copy(x) => x\n')
+    names = [r.name for r in load_rule_set([str(tmp_path)]).rules]
+    assert sorted(names) == ["a", "b", "c"]
+
+
+def test_rule_set_specs():
+    assert load_rule_set(["none"]).rules == []
+    load_rule_set(["default"])                 # ships with the package (possibly empty)
+    both = load_rule_set([str(RULES / "basic.rules"), str(RULES / "shapes.rules")])
+    assert {"mul_one", "reshape_reshape"} <= {r.name for r in both.rules}
+    with pytest.raises(HloError, match="no such rule file"):
+        load_rule_set(["/nonexistent/x.rules"])
+
+
+def test_raw_egglog_errors_point_into_the_block():
+    text = 'rule a: negate(negate(x)) => x\negglog {\n  (rule ((= e (Leaf op k a t)))\n' \
+           '        ((union e (Bogus e))) :ruleset simplify)\n}\n'
+    eg = EGraph()
+    run(eg, declarations())
+    with pytest.raises(HloError) as info:
+        compile_text(text).load(eg)
+    assert (info.value.line, info.value.column) == (4, 19)
+    assert "Bogus" in info.value.message
+
+
+# --- modes, names, caching -------------------------------------------------------------------
+
+def test_modes_select_rules_and_every_rule_is_named():
+    text = ("rule s [strict]: negate(negate(x)) => x\nrule x: abs(abs(x)) => abs(x)\n"
+            "rule f [fast]: multiply(x, 0) => zeros_like(x)\n")
+    strict, xla, fast = (compile_text(text, m) for m in ("strict", "xla", "fast"))
+    assert {r.name for r in strict.rule_names.values()} == {"s"}
+    assert {r.name for r in xla.rule_names.values()} == {"s", "x"}
+    assert {r.name for r in fast.rule_names.values()} == {"s", "x", "f"}
+    assert [r.name for r in xla.skipped] == ["f"]
+    for name in fast.rule_names:
+        assert fast.program().count(f':name "{name}"') == 1
+    assert all(":ruleset simplify" in c for c in fast.rulesets["simplify"])
+    assert "$" not in fast.program()           # never globals inside rules
+
+
+def test_compilation_is_cached():
+    rule_file = load_rule_set([str(RULES / "shapes.rules")])
+    assert compile_rules(rule_file, "xla") is compile_rules(rule_file, "xla")
+
+
+@pytest.mark.parametrize("specs", [["default"], [str(RULES / f) for f in (
+    "basic.rules", "shapes.rules", "unsound.rules")]], ids=["default", "tests"])
+def test_rule_sets_load_into_egglog(specs):
+    compiled = compile_rules(load_rule_set(specs), "fast")
+    eg = EGraph()
+    run(eg, declarations())
+    compiled.load(eg)
+
+
+# --- rewriting -------------------------------------------------------------------------------
+
+def test_splats_match_scalars_and_broadcasts_in_either_order():
+    eg = egraph("rule mul_one: multiply(x, 1) => x")
+    run(eg, f"""
+(let $x {param(0, F23)})
+(let $a (Op2 "multiply" $x {bcast(const("1"), F23)} (A "") {F23}))
+(let $b (Op2 "multiply" {bcast(const("1"), F23)} $x (A "") {F23}))
+(let $y {param(1, F)})
+(let $c (Op2 "multiply" {const("1")} $y (A "") {F}))
+(let $d (Op2 "multiply" $y {const("-1")} (A "") {F}))
+{SATURATE}""")
+    assert holds(eg, "(= $a $x)") and holds(eg, "(= $b $x)") and holds(eg, "(= $c $y)")
+    assert not holds(eg, "(= $d $y)")
+
+
+def test_zero_and_negative_zero_are_different_constants():
+    eg = egraph("rule add_neg_zero: add(x, -0) => x")
+    run(eg, f"""
+(let $y {param(0, F)})
+(let $pos (Op2 "add" $y {const("0")} (A "") {F}))
+(let $neg (Op2 "add" $y {const("-0")} (A "") {F}))
+{SATURATE}""")
+    assert holds(eg, "(= $neg $y)") and not holds(eg, "(= $pos $y)")
+
+
+def test_right_side_splats_are_scalars_or_broadcasts_and_retire_the_match():
+    eg = egraph("rule mul_zero_int: multiply(x, 0) => zeros_like(x) when is_int(x)")
+    run(eg, f"""
+(let $i {param(0, S23)})
+(let $m (Op2 "multiply" $i {bcast(const("0", S), S23)} (A "") {S23}))
+(let $j {param(1, S)})
+(let $n (Op2 "multiply" $j {const("0", S)} (A "") {S}))
+{SATURATE}""")
+    assert holds(eg, f"(= $m {bcast(const('0', S), S23)})")
+    assert holds(eg, f"(= $n {const('0', S)})")
+    subsumed = [r for r in eg.freeze().functions["Op2"].rows if r.subsumed]
+    assert len(subsumed) == 2
+
+
+def test_guards_on_element_types():
+    eg = egraph("rule mul_zero_int: multiply(x, 0) => zeros_like(x) when is_int(x)")
+    run(eg, f"""
+(let $x {param(0, F23)})
+(let $m (Op2 "multiply" $x {bcast(const("0"), F23)} (A "") {F23}))
+{SATURATE}""")
+    assert not holds(eg, f"(= $m {bcast(const('0'), F23)})")
+
+
+def test_compare_is_commutative_only_for_eq_and_ne():
+    eg = egraph("rule eq: compare(x, 0, direction=EQ) => not(x)\n"
+                "rule lt: compare(x, 0, direction=LT) => not(x)")
+    P = '(T "pred" (vec-empty) "")'
+    run(eg, f"""
+(let $x {param(0, P)})
+(let $eq (Op2 "compare" {const("0", P)} $x (Ass "EQ" "" "") {P}))
+(let $lt (Op2 "compare" {const("0", P)} $x (Ass "LT" "" "") {P}))
+{SATURATE}""")
+    assert holds(eg, f'(= $eq (Op1 "not" $x (A "") {P}))')
+    assert not holds(eg, f'(= $lt (Op1 "not" $x (A "") {P}))')
+
+
+def test_attribute_functions_compose_permutations():
+    eg = egraph("rule tt: transpose(transpose(x, dimensions=p), dimensions=q)"
+                " => transpose(x, dimensions=compose(p, q))")
+    t234, t342, t423 = ('(T "f32" (vec-of 2 3 4) "")', '(T "f32" (vec-of 3 4 2) "")',
+                        '(T "f32" (vec-of 4 2 3) "")')
+    run(eg, f"""
+(let $x {param(0, t234)})
+(let $t1 (Op1 "transpose" $x (Av (vec-of 1 2 0) "") {t342}))
+(let $t2 (Op1 "transpose" $t1 (Av (vec-of 1 2 0) "") {t423}))
+{SATURATE}""")
+    assert holds(eg, f'(= $t2 (Op1 "transpose" $x (Av (vec-of 2 0 1) "") {t423}))')
+
+
+def test_inverse_permutation_in_a_pattern():
+    eg = egraph("rule ti: transpose(transpose(x, dimensions=p), dimensions=invert(p)) => x")
+    t234, t342 = '(T "f32" (vec-of 2 3 4) "")', '(T "f32" (vec-of 3 4 2) "")'
+    t423 = '(T "f32" (vec-of 4 2 3) "")'
+    run(eg, f"""
+(let $x {param(0, t234)})
+(let $t1 (Op1 "transpose" $x (Av (vec-of 1 2 0) "") {t342}))
+(let $good (Op1 "transpose" $t1 (Av (vec-of 2 0 1) "") {t234}))
+(let $bad (Op1 "transpose" $t1 (Av (vec-of 1 2 0) "") {t423}))
+{SATURATE}""")
+    assert holds(eg, "(= $good $x)") and not holds(eg, "(= $bad $x)")
+
+
+def test_new_terms_get_derived_types():
+    eg = egraph("rule tn: transpose(negate(x), dimensions=p) => negate(transpose(x, dimensions=p))\n"
+                "rule nl: not(compare(x, y, direction=LT)) => compare(x, y, direction=GE)")
+    t23, t32 = '(T "f32" (vec-of 2 3) "")', '(T "f32" (vec-of 3 2) "")'
+    I, P = '(T "s32" (vec-of 4) "")', '(T "pred" (vec-of 4) "")'
+    run(eg, f"""
+(let $x {param(0, t23)})
+(let $t (Op1 "transpose" (Op1 "negate" $x (A "") {t23}) (Av (vec-of 1 0) "") {t32}))
+(let $i {param(1, I)})
+(let $j {param(2, I)})
+(let $n (Op1 "not" (Op2 "compare" $i $j (Ass "LT" "" "") {P}) (A "") {P}))
+{SATURATE}""")
+    inner = f'(Op1 "transpose" $x (Av (vec-of 1 0) "") {t32})'
+    assert holds(eg, f'(= $t (Op1 "negate" {inner} (A "") {t32}))')
+    assert holds(eg, f'(= $n (Op2 "compare" $i $j (Ass "GE" "" "") {P}))')
+
+
+def test_unnamed_attributes_are_copied_from_a_root_of_the_same_opcode():
+    eg = egraph("rule tn: transpose(negate(x), dimensions=p) => negate(transpose(x, dimensions=p))")
+    t23, t32 = '(T "f32" (vec-of 2 3) "")', '(T "f32" (vec-of 3 2) "")'
+    run(eg, f"""
+(let $x {param(0, t23)})
+(let $t (Op1 "transpose" (Op1 "negate" $x (A "") {t23}) (Av (vec-of 1 0) "sharding={{replicated}}") {t32}))
+{SATURATE}""")
+    inner = f'(Op1 "transpose" $x (Av (vec-of 1 0) "sharding={{replicated}}") {t32})'
+    assert holds(eg, f'(= $t (Op1 "negate" {inner} (A "") {t32}))')
+
+
+def test_rest_names_the_other_attributes():
+    eg = egraph("rule tn: transpose(negate(x, rest=r), dimensions=p)"
+                " => negate(transpose(x, dimensions=p, rest=\"\"), rest=r)")
+    t23, t32 = '(T "f32" (vec-of 2 3) "")', '(T "f32" (vec-of 3 2) "")'
+    run(eg, f"""
+(let $x {param(0, t23)})
+(let $t (Op1 "transpose" (Op1 "negate" $x (A "frontend_attributes={{a=1}}") {t23}) (Av (vec-of 1 0) "sharding={{replicated}}") {t32}))
+{SATURATE}""")
+    inner = f'(Op1 "transpose" $x (Av (vec-of 1 0) "") {t32})'
+    assert holds(eg, f'(= $t (Op1 "negate" {inner} (A "frontend_attributes={{a=1}}") {t32}))')
+
+
+def test_variadic_operands():
+    eg = egraph("rule cn: negate(concatenate(a, b, c, d, dimensions=k))"
+                " => concatenate(negate(a), negate(b), negate(c), negate(d), dimensions=k)")
+    t2, t8 = '(T "f32" (vec-of 2) "")', '(T "f32" (vec-of 8) "")'
+    ps = " ".join(param(i, t2) for i in range(4))
+    negs = " ".join(f'(Op1 "negate" {param(i, t2)} (A "") {t2})' for i in range(4))
+    run(eg, f"""
+(let $c (Op1 "negate" (OpV "concatenate" (vec-of {ps}) (Av (vec-of 0) "") {t8}) (A "") {t8}))
+{SATURATE}""")
+    assert holds(eg, f'(= $c (OpV "concatenate" (vec-of {negs}) (Av (vec-of 0) "") {t8}))')
+
+
+def test_rank_specialized_guard():
+    eg = egraph("rule small: negate(negate(x)) => x when num_elements(x) <= 6")
+    big = '(T "f32" (vec-of 2 4) "")'
+    run(eg, f"""
+(let $a {param(0, F23)})
+(let $na (Op1 "negate" (Op1 "negate" $a (A "") {F23}) (A "") {F23}))
+(let $b {param(1, big)})
+(let $nb (Op1 "negate" (Op1 "negate" $b (A "") {big}) (A "") {big}))
+{SATURATE}""")
+    assert holds(eg, "(= $na $a)") and not holds(eg, "(= $nb $b)")
+
+
+def test_a_variable_replaces_the_root_only_at_the_same_type():
+    eg = egraph("rule copy_noop: copy(x) => x")
+    relaid = '(T "f32" (vec-of 2 3) "f32[2,3]{0,1}")'
+    run(eg, f"""
+(let $x {param(0, F23)})
+(let $same (Op1 "copy" $x (A "") {F23}))
+(let $layout (Op1 "copy" $x (A "") {relaid}))
+{SATURATE}""")                             # a union across types would be an illegal merge
+    assert holds(eg, "(= $same $x)") and not holds(eg, "(= $layout $x)")
+
+
+def test_fast_rules_do_not_run_in_xla_mode():
+    text = "rule f [fast]: multiply(x, 0) => zeros_like(x)"
+    for mode, expect in (("xla", False), ("fast", True)):
+        eg = egraph(text, mode)
+        run(eg, f"""
+(let $x {param(0, F)})
+(let $m (Op2 "multiply" $x {const("0")} (A "") {F}))
+{SATURATE}""")
+        assert holds(eg, f"(= $m {const('0')})") is expect
+
+
+def test_fold_guards_compile_per_rank():
+    rule_file = rules_from_text("fold small: elementwise when num_elements(root) <= 1024", "t")
+    variants = fold_guard_variants(analyze_fold(rule_file.folds[0]), "t")
+    assert len(variants) == MAX_RANK + 1
+    assert variants[0] == ["(= t (T i_dt0 i_d0 i_x0))", "(= 0 (vec-length i_d0))",
+                           "(<= 1 1024)"]
+
+
+# --- the function table: egglog and Python agree ---------------------------------------------
+
+class _InlineContext:
+    def __init__(self):
+        self.atoms = []
+
+    def bind(self, expr):
+        return expr
+
+    def atom(self, text):
+        self.atoms.append(text)
+
+
+def _random_arg(kind: str, rng: random.Random, k: int):
+    """A random argument (Python value, egglog text); lists often of length k."""
+    if kind == "type":
+        dtype = rng.choice(["f32", "s8", "pred", "u32", "c64", "bf16"])
+        dims = tuple(rng.randint(0, 4) for _ in range(k))
+        return array(dtype, dims), TypeParts(f'"{dtype}"', vec(map(str, dims)))
+    if kind == "ints":
+        n = k if rng.random() < 0.8 else rng.randint(0, MAX_RANK)
+        values = rng.sample(range(n), n) if rng.random() < 0.6 else [
+            rng.randint(-1, n + 1) for _ in range(n)]
+        return tuple(values), vec(map(str, values))
+    if kind == "int":
+        n = rng.randint(-2, 5)
+        return n, str(n)
+    if kind == "dtype":
+        d = rng.choice(["f32", "c64", "c128", "s16"])
+        return d, f'"{d}"'
+    text = rng.choice(["0", "1", "-1", "0.5", "-0", "300", "nan"])
+    return text, f'"{text}"'
+
+
+@pytest.mark.parametrize("name", sorted(FUNCTIONS))
+def test_function_rows_mean_the_same_in_egglog_and_python(name):
+    fn = FUNCTIONS[name]
+    rng = random.Random(name)
+    eg = EGraph()
+    run(eg, declarations())
+    if fn.facts is not None:
+        run(eg, fn.facts({(t,) for t in ("0", "1", "-1", "0.5", "-0", "300", "nan")}))
+    for _ in range(40):
+        k = rng.randint(0, MAX_RANK)
+        args = [_random_arg(kind, rng, k) for kind in fn.params]
+        values, texts = [a[0] for a in args], [a[1] for a in args]
+        if fn.rank_of is not None:
+            ranked = texts[fn.rank_of]
+            vector = ranked.dims if isinstance(ranked, TypeParts) else ranked
+            k = len(values[fn.rank_of].dims if fn.params[fn.rank_of] == "type"
+                    else values[fn.rank_of])
+            if any(len(values[i]) != k for i in fn.same_rank):
+                continue
+        ctx = _InlineContext()
+        out = fn.egg(ctx, texts, k)
+        try:
+            expected = fn.py(*values)
+        except NoValue:
+            expected = NoValue
+        facts = list(ctx.atoms)
+        if fn.result != "bool" and expected is not NoValue:
+            facts.append(f"(= {_egg_literal(fn.result, expected)} {out})")
+        elif fn.result != "bool":
+            facts.append(f"(= {out} {out})")
+        if fn.rank_of is not None:
+            facts.append(f"(= {k} (vec-length {vector}))")
+        ok = holds(eg, " ".join(facts or ["(= 0 0)"]))
+        should = expected is not NoValue and (fn.result != "bool" or expected)
+        assert ok == bool(should), (name, values, facts)
+
+
+def _egg_literal(kind: str, value) -> str:
+    if kind == "ints":
+        return vec(map(str, value))
+    if kind in ("str", "dtype"):
+        return f'"{value}"'
+    return str(value)
+
+
+# --- constants -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("value,dtype,text", [
+    (1.0, "f32", "1"), (-0.0, "f32", "-0"), (float("inf"), "f16", "inf"),
+    (float("nan"), "f64", "nan"), (True, "pred", "1"), (False, "pred", "0"), (0.1, "f16", "0.1"),
+    (0.1, "bf16", "0.1"), (1e6, "f32", "1000000"), (1e20, "f32", "1e+20"), (-3, "s8", "-3"),
+    (2 ** 64 - 1, "u64", "18446744073709551615"), (1 + 2j, "c64", "(1, 2)")])
+def test_canonical_scalar_text(value, dtype, text):
+    assert canonical_scalar_text(value, dtype) == text
+
+
+def test_rule_file_numbers_and_representability():
+    assert [number_text(t) for t in ("1", "+1", "1.0", "-0", "0", "1e3", "-inf")] == [
+        "1", "1", "1", "-0", "0", "1000", "-inf"]
+    assert representable("0.1", "f16") and not representable("-1", "u8")
+    assert not representable("2", "pred") and not representable("300", "s8")
+    assert not representable("0.5", "s32") and not representable("-0", "s32")

@@ -1,0 +1,128 @@
+"""The rule checker: known-unsound rules are rejected with a counterexample, sound ones pass,
+modes change the verdict where they should, and rules without instances are never passed."""
+from __future__ import annotations
+
+import pathlib
+
+import numpy as np
+import pytest
+
+from hlo_opt.egraph.rule_analysis import analyze_rule
+from hlo_opt.egraph.rules import load_rule_set
+from hlo_opt.egraph.soundness import check_rule, check_rule_file, first_mismatch
+from hlo_opt.grammar.rules_parser import rules_from_text
+from hlo_opt.tools.hlo_rules import main
+
+RULES = pathlib.Path(__file__).parent / "rules"
+TRIALS = 40
+
+
+def verdict(text: str, trials: int = TRIALS):
+    (rule,) = rules_from_text(text, "t.rules").rules
+    return check_rule(analyze_rule(rule), trials)
+
+
+UNSOUND = load_rule_set([str(RULES / "unsound.rules")]).rules
+SOUND = load_rule_set([str(RULES / "basic.rules"), str(RULES / "shapes.rules")]).rules
+
+
+@pytest.mark.parametrize("rule", UNSOUND, ids=[r.name for r in UNSOUND])
+def test_known_unsound_rules_are_rejected_with_a_counterexample(rule):
+    v = check_rule(analyze_rule(rule), TRIALS)
+    assert v.status == "unsound"
+    assert "left side:" in v.detail and "right side:" in v.detail
+
+
+@pytest.mark.parametrize("rule", SOUND, ids=[r.name for r in SOUND])
+def test_sound_rules_pass(rule):
+    v = check_rule(analyze_rule(rule), TRIALS)
+    assert v.status == "sound", v.detail
+    assert v.instances >= TRIALS // 2
+
+
+def test_counterexample_shows_modules_inputs_and_outputs():
+    v = verdict("rule add_zero [strict]: add(x, 0) => x")
+    assert v.status == "unsound"
+    assert "add(" in v.detail and "parameter 0 = " in v.detail
+    assert "left gives" in v.detail and "right gives" in v.detail
+    assert "first difference at index" in v.detail and "-0" in v.detail
+
+
+@pytest.mark.parametrize("text,status", [
+    ("rule r [strict]: add(x, 0) => x", "unsound"),            # -0 + 0 = +0
+    ("rule r [xla]: add(x, 0) => x", "sound"),                 # the sign of zero may differ
+    ("rule r [strict]: add(x, -0) => x", "sound"),
+    ("rule r [xla]: multiply(x, 0) => zeros_like(x)", "unsound"),     # NaN, inf
+    ("rule r [fast]: multiply(x, 0) => zeros_like(x)", "sound"),
+    ("rule r [strict]: add(add(x, y), y) => add(x, multiply(y, 2))", "unsound"),
+    ("rule r [fast]: add(add(x, y), y) => add(x, multiply(y, 2))", "sound"),
+    ("rule r [fast]: divide(x, x) => ones_like(x) when is_float(x)", "sound"),
+    ("rule r [fast]: divide(x, x) => ones_like(x)", "unsound"),      # integers: 0/0 = -1
+    ("rule r [strict]: maximum(x, x) => x", "sound"),
+    ("rule r [strict]: multiply(x, 1) => x", "sound"),
+    ("rule r [strict]: negate(negate(x)) => x", "sound"),
+    ("rule r [strict]: subtract(x, x) => zeros_like(x) when is_int(x)", "sound"),
+    ("rule r [strict]: subtract(x, x) => zeros_like(x)", "unsound"),
+    ("rule r [strict]: transpose(transpose(x, dimensions=p), dimensions=q)"
+     " => transpose(x, dimensions=compose(p, q))", "sound"),
+    ("rule r [strict]: transpose(transpose(x, dimensions=p), dimensions=q)"
+     " => transpose(x, dimensions=compose(q, p))", "unsound"),
+    ("rule r [strict]: reverse(x, dimensions=d) => x", "unsound"),
+    ("rule r [strict]: reverse(x, dimensions=d) => x when size(d) == 0", "sound"),
+    ("rule r [strict]: reshape(x) => x", "sound"),     # only where the types agree
+])
+def test_verdicts_depend_on_the_mode(text, status):
+    v = verdict(text)
+    assert v.status == status, v.detail
+
+
+def test_rules_without_instances_are_not_checked():
+    v = verdict("rule r: negate(x) => x when rank(x) == 9")
+    assert v.status == "unchecked" and "guards" in v.detail
+    v = verdict("rule r: get-tuple-element(x, index=0) => x")
+    assert v.status == "unchecked"
+
+
+def test_fp_mode_skips_rules_it_would_not_run():
+    rule_file = rules_from_text("rule a [fast]: multiply(x, 0) => zeros_like(x)\n"
+                                "rule b [strict]: negate(negate(x)) => x", "t.rules")
+    statuses = [v.status for v in check_rule_file(rule_file, "xla", trials=10)]
+    assert statuses == ["skipped", "sound"]
+
+
+def test_first_mismatch_per_mode():
+    a = np.array([np.nan, -0.0, 1.0], np.float32)
+    b = np.array([-np.nan, 0.0, 1.0], np.float32)
+    assert first_mismatch(a, b, "strict") == (1,)
+    assert first_mismatch(a, b, "xla") is None
+    assert first_mismatch(np.array([1.0, np.inf]), np.array([1.0 + 1e-12, 0.0]), "fast") is None
+    assert first_mismatch(np.array([1.0]), np.array([1.1]), "fast") == (0,)
+    assert first_mismatch(np.array([3], np.int32), np.array([4], np.int32), "fast") == (0,)
+
+
+def test_cli_exit_codes(tmp_path, capsys):
+    assert main(["check", str(RULES / "basic.rules"), "--trials", "10"]) == 0
+    assert "9 sound, 0 unsound" in capsys.readouterr().out
+    assert main(["check", str(RULES / "unsound.rules"), "--trials", "10"]) == 1
+    out = capsys.readouterr().out
+    assert "UNSOUND     add_pos_zero [strict] at" in out and "right gives" in out
+    unchecked = tmp_path / "u.rules"
+    unchecked.write_text("rule r: negate(x) => x when rank(x) == 9\n")
+    assert main(["check", str(unchecked), "--trials", "5"]) == 1
+    assert main(["check", str(unchecked), "--trials", "5", "--allow-unchecked"]) == 0
+    bad = tmp_path / "bad.rules"
+    bad.write_text("rule r: negate(x) => y\n")
+    assert main(["check", str(bad)]) == 2
+    assert f"{bad}:1:22: rule r: unbound variable 'y'" in capsys.readouterr().err
+    assert main(["list", "--rules", str(RULES / "basic.rules"), "--fp-mode", "strict"]) == 0
+    listed = capsys.readouterr().out
+    assert "mul_one [strict]" in listed and "mul_zero_int" not in listed
+
+
+DEFAULT = load_rule_set(["default"]).rules
+
+
+@pytest.mark.parametrize("rule", DEFAULT, ids=[r.name for r in DEFAULT])
+def test_default_rules_are_sound(rule):
+    v = check_rule(analyze_rule(rule), TRIALS)
+    assert v.status == "sound", f"{v.status}: {v.detail}"
