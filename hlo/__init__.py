@@ -5,6 +5,8 @@ The public API (stable names; tools and tests use them):
     module = hlo_opt.parse(text, filename=None)   # HloError with .line/.column on bad input
     text = module.to_text()                        # the printer
     outputs = hlo_opt.evaluate(module, args)       # reference interpreter (numpy)
+    run = hlo_opt.compile(module)                  # native code (LLVM); run(*args) -> outputs
+    module = hlo_opt.optimize(module)              # rewrite rules + cost-based extraction
 
 Stages live in sub-packages (grammar, egraph, lowering, targets, tools); they are imported
 lazily here so that importing the IR never drags in the optimizer or LLVM.
@@ -16,7 +18,7 @@ from .ir import Computation, Instruction, Module
 from .shape import Layout, Shape, TupleShape
 
 __all__ = ["HloError", "UnsupportedError", "Module", "Computation", "Instruction", "Shape",
-           "TupleShape", "Layout", "parse", "evaluate"]
+           "TupleShape", "Layout", "parse", "evaluate", "compile", "optimize"]
 
 
 def parse(text: str, filename: str | None = None) -> Module:
@@ -29,3 +31,20 @@ def evaluate(module: Module, args):
     """Run the entry computation on numpy arrays; a tuple result comes back flattened."""
     from .interpreter import evaluate as _evaluate
     return _evaluate(module, args)
+
+
+def compile(module: Module | str, target: str = "cpu", **options):   # noqa: A001
+    """Compile a module (or HLO text) to native code; returns a callable on numpy arrays
+    whose outputs come back flattened, like `evaluate` (options: flush_denormals)."""
+    from .lowering import compile as _compile
+    return _compile(module, target, **options)
+
+
+def optimize(module: Module, rules="default", fp_mode: str = "xla", target: str = "cpu",
+             time_limit: float = 60.0, node_limit: int = 200_000, iteration_limit: int = 30,
+             stats: bool = False):
+    """The module rewritten by the rule set and extracted at least cost for `target`; with
+    `stats`, (module, report). See egraph/pipeline.py."""
+    from .egraph import optimize as _optimize
+    return _optimize(module, rules, fp_mode, target, time_limit, node_limit, iteration_limit,
+                     stats)

@@ -1,1 +1,51 @@
+"""Lowering: kernels (fusions and standalone ops) -> LLVM IR -> native code for the host CPU,
+and the runtime that calls them on numpy arrays.
 
+    exe = compile(module_or_text)        # hlo_opt.compile(...) is the same
+    outputs = exe(x, y)                  # numpy in, numpy out (tuple results flattened)
+    text = emit_llvm(module)             # the kernels' and the driver's LLVM IR
+    text = emit_asm(module)              # their assembly for the host CPU
+
+Modules, one concept each: kernels (kernel formation), elemental (per-element values,
+index arithmetic), emit_elementwise / convert / mathlib / float8 (scalar ops and types,
+ltypes), emit_loops (indices, loop nests), emit_reduce / emit_dot / emit_conv / emit_gather /
+emit_sort / emit_fft (ops with loop structures of their own), emit_kernel (one LLVM function
+per kernel), program / buffers / driver (the host program, buffer assignment, its native
+driver), jit / compile_worker (LLVM, the cache, parallel compilation), runtime (Executable),
+fallback (what the interpreter runs instead). docs/lowering.md tells the whole story.
+"""
+from __future__ import annotations
+
+# Emitters register themselves with elemental.py and emit_kernel.py on import.
+from . import emit_conv, emit_dot, emit_fft, emit_gather, emit_reduce, emit_sort  # noqa: F401
+from . import jit
+from .fallback import FallbackWarning
+from .runtime import Executable, compile_module
+
+__all__ = ["compile", "emit_llvm", "emit_asm", "Executable", "FallbackWarning"]
+
+
+def compile(module, target: str = "cpu", flush_denormals: bool = False) -> Executable:  # noqa: A001
+    """Compile a Module (or HLO text) for the host CPU; returns a callable on numpy arrays.
+    `flush_denormals` runs it in XLA:CPU's floating-point mode instead of IEEE's."""
+    return compile_module(module, target, flush_denormals)
+
+
+def _texts(module) -> list[tuple[str, str]]:
+    exe = compile(module)
+    return [(k.name, k.ir) for k in exe.kernels.values()] + [(exe.driver_name, exe.driver_ir)]
+
+
+def emit_llvm(module, optimized: bool = True) -> str:
+    """LLVM IR of every kernel of the module and of its driver (after -O3 unless
+    `optimized` is False)."""
+    parts = []
+    for name, text in _texts(module):
+        body = jit.optimized_ir(text) if optimized else text
+        parts.append(f"; ---- {name}\n{body}")
+    return "\n".join(parts)
+
+
+def emit_asm(module) -> str:
+    """Host assembly of every kernel of the module and of its driver."""
+    return "\n".join(f"# ---- {name}\n{jit.assembly(text)}" for name, text in _texts(module))

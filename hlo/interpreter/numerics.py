@@ -159,9 +159,13 @@ class Extremum:
             return r
         return self._fix(r, self._winning_zero(a) | self._winning_zero(b))
 
-    def reduce(self, x, axis=-1, dtype=None):
+    def reduce(self, x, axis=-1, dtype=None, initial=None):
         r = self.ufunc.reduce(x, axis=axis, dtype=dtype)
-        return self._fix(r, self._winning_zero(x).any(axis=axis)) if is_float(x.dtype) else r
+        if is_float(x.dtype):
+            r = self._fix(r, self._winning_zero(x).any(axis=axis))
+        if initial is not None:             # the seed takes part like any element
+            r = self(r, np.asarray(initial, dtype=r.dtype))
+        return r
 
     def at(self, out, index, values):
         if not is_float(out.dtype):

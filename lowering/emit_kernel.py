@@ -1,0 +1,338 @@
+"""One kernel = one LLVM function computing a fused computation.
+
+The computation's parameters (then its array constants) are input buffers, its root's leaves
+output buffers. Inside, kernels.partition splits the computation into phases: each phase
+stores one instruction (an output, or a temporary a later phase reads, e.g. a reduce that a
+loop fusion broadcasts) and computes everything fused into it inline. The phase's emitter is
+chosen by its root (PHASES): reduce, dot, convolution, scatter, sort, top-k and
+select-and-scatter have loop structures of their own; everything else is a loop over the
+output's elements, and adjacent such phases over one index space share one loop.
+
+Entry points, all `void`:
+    NAME.impl(ptr noalias out..., ptr noalias in..., ptr temps..., ptr scratch,
+              i64 begin, i64 end, i64 slot)       internal, inlined into NAME
+    NAME(ptr args, i64 begin, i64 end, i64 slot)  args: array of the pointers above
+    NAME.par(ptr data)                            only for kernels worth threading; data:
+      {ptr args, i64 extent, i64 ftz, i64 next}   run by each OpenMP thread: takes chunks
+                                                  of [0, extent) from the counter `next`
+A single-phase kernel splits its outermost loop over [begin, end); with several phases each
+runs whole and the kernel is not split. `slot` picks the thread's part of the scratch.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from llvmlite import ir
+
+from ..errors import UnsupportedError
+from ..ir import Computation, Instruction
+from ..shape import default_layout
+from ..targets import cpu_facts
+from . import fallback, jit, kernels, vecmath
+from .elemental import Elemental, Source
+from .emit_loops import Index, delinearize, for_range, row_split
+from .fingerprint import fingerprint
+from .intrinsics import declare, restore_fp_mode, set_flush_denormals
+from .ltypes import I32, I64, PTR, VOID, store
+
+ALIGN = 64
+CHUNKS_PER_THREAD = 8
+
+
+@dataclass
+class KernelCode:
+    """An emitted (not yet compiled) kernel and what the host must give it."""
+    name: str
+    ir: str
+    n_outputs: int
+    n_inputs: int
+    constants: list[Instruction]        # array constants, passed after the parameters
+    temps: list[int]                    # bytes of each temporary buffer
+    scratch_per_thread: int             # bytes of per-thread workspace (dot packing)
+    extent: int                         # [0, extent) is what NAME splits across threads
+    work: float                         # estimated element-operations, for that decision
+    key: str = ""
+    comp: Computation | None = None     # what it computes (for listings and debugging)
+    addresses: dict = field(default_factory=dict)
+
+    @property
+    def n_args(self) -> int:
+        return self.n_outputs + self.n_inputs + len(self.temps) + 1
+
+    def parallel(self, threads: int, min_work: float) -> bool:
+        return threads > 1 and self.extent > 1 and self.work >= min_work
+
+
+class KernelBuilder:
+    """State shared by the phase emitters of one kernel function."""
+
+    def __init__(self, fn: ir.Function, b: ir.IRBuilder, sources: dict[int, Source],
+                 begin, end, slot, scratch):
+        self.fn, self.b = fn, b
+        self.sources = sources
+        self.begin, self.end, self.slot, self.scratch = begin, end, slot, scratch
+
+    def elemental(self) -> Elemental:
+        return Elemental(self.b, self.sources)
+
+
+# root opcode -> (emit(kb, root, dests, lo, hi), plan(root) -> (extent, work, scratch bytes))
+PHASES: dict[str, tuple] = {}
+
+
+def register(opcode: str, emit, plan) -> None:
+    PHASES[opcode] = (emit, plan)
+
+
+def _outputs(comp: Computation) -> list[Instruction]:
+    root = comp.root
+    return list(root.operands) if root.opcode == "tuple" else [root]
+
+
+def _leaves(inst: Instruction):
+    return inst.shape.leaves() if inst.shape.is_tuple else [inst.shape]
+
+
+def emit_kernel(comp: Computation, name: str, key: str = "") -> KernelCode:
+    """Emit `comp` as kernel `name` (UnsupportedError if some op has no emitter); `key` is
+    its fingerprint when the caller has it."""
+    groups = kernels.partition(comp, fallback.why_not, fused=True)
+    for g in groups:
+        if g.fallback:
+            raise UnsupportedError(f"{g.root.opcode} in {comp.name}: {g.fallback}")
+    outputs = _outputs(comp)
+    offsets = [sum(len(_leaves(o)) for o in outputs[:k]) for k in range(len(outputs))]
+    out_shapes = [s for o in outputs for s in _leaves(o)]
+    first: dict[int, int] = {}
+    for o, off in zip(outputs, offsets):
+        first.setdefault(id(o), off)
+    params = comp.parameters
+    constants = [i for i in comp.post_order()
+                 if i.opcode == "constant" and not kernels.is_scalar_constant(i)]
+    direct = {id(g.root) for g in groups if id(g.root) in first}
+    temp_roots = [g.root for g in groups if id(g.root) not in direct]
+    temp_sizes = [_padded(s.byte_size) for t in temp_roots for s in _leaves(t)]
+    copies = [(o, off) for o, off in zip(outputs, offsets)
+              if id(o) not in direct or first[id(o)] != off]
+    stored = {id(x) for x in params + constants} | {id(g.root) for g in groups}
+    phases = _phases(groups)
+    plans = [_plan([g.root for g in ph], stored) for ph in phases]
+    single = len(phases) == 1 and not copies
+    extent, work = (plans[0][0], plans[0][1]) if single else (1, sum(p[1] for p in plans))
+    scratch = max([p[2] for p in plans] + [0])
+
+    mod = jit.new_module(name)
+    n_in = len(params) + len(constants)
+    n_buf = len(out_shapes) + n_in + len(temp_sizes) + 1
+    impl = ir.Function(mod, ir.FunctionType(VOID, [PTR] * n_buf + [I64, I64, I64]),
+                       f"{name}.impl")
+    impl.linkage = "internal"
+    impl.attributes.add("alwaysinline")
+    jit.tune(impl)
+    for a in impl.args[:len(out_shapes) + n_in]:
+        a.add_attribute("noalias")
+    b = ir.IRBuilder(impl.append_basic_block("entry"))
+    args = list(impl.args)
+    out_ptrs = args[:len(out_shapes)]
+    in_ptrs = args[len(out_shapes):len(out_shapes) + n_in]
+    temp_ptrs = iter(args[len(out_shapes) + n_in:n_buf - 1])
+    begin, end, slot = args[n_buf:]
+    sources = {id(p): Source(ptr, p.shape) for p, ptr in zip(params + constants, in_ptrs)}
+    kb = KernelBuilder(impl, b, sources, begin, end, slot, args[n_buf - 1])
+    for phase, plan in zip(phases, plans):
+        outs = []
+        for g in phase:
+            root = g.root
+            if id(root) in direct:
+                off = first[id(root)]
+                dests = [Source(out_ptrs[off + j], s) for j, s in enumerate(_leaves(root))]
+            else:
+                dests = [Source(next(temp_ptrs), s) for s in _leaves(root)]
+            outs.append((root, dests))
+        lo, hi = (begin, end) if single else (0, plan[0])
+        entry = PHASES.get(phase[0].root.opcode)
+        if entry:
+            entry[0](kb, outs[0][0], outs[0][1], lo, hi)
+        else:
+            emit_loop(kb, [(root, dests, None) for root, dests in outs], lo, hi)
+        for root, dests in outs:
+            kb.sources[id(root)] = _TupleSource(dests) if root.shape.is_tuple else dests[0]
+    for o, off in copies:
+        for j, s in enumerate(_leaves(o)):
+            pick = (lambda v, j=j: v[j]) if o.shape.is_tuple else None
+            emit_loop(kb, [(o, [Source(out_ptrs[off + j], s)], pick)], 0, s.num_elements,
+                      flat=True)
+    b.ret_void()
+    code = KernelCode(name, "", len(out_shapes), n_in, constants, temp_sizes, scratch,
+                      extent, work, key=key or fingerprint(comp), comp=comp)
+    _entry_points(mod, impl, name, n_buf, jit.has_openmp() and code.parallel(
+        cpu_facts.threads(), cpu_facts.PARALLEL_MIN_WORK))
+    vecmath.finish(mod)
+    code.ir = str(mod)
+    return code
+
+
+def _phases(groups) -> list[list]:
+    """Groups in order, adjacent loop groups over the same index space that do not read
+    each other merged into one phase: one loop computing several outputs (a multi-output
+    fusion's results, or siblings kernels.partition put together)."""
+    phases: list[list] = []
+    for g in groups:
+        loop = g.root.opcode not in PHASES
+        prev = phases[-1] if phases else None
+        if loop and prev and prev[0].root.opcode not in PHASES and \
+                _dims(prev[0].root) == _dims(g.root) and \
+                not {id(i) for i in g.inputs()} & {id(p.root) for p in prev}:
+            prev.append(g)
+        else:
+            phases.append([g])
+    return phases
+
+
+def _dims(inst):
+    return (inst.shape.leaves()[0] if inst.shape.is_tuple else inst.shape).dims
+
+
+class _TupleSource:
+    """A stored tuple-shaped root (variadic reduce, sort): its leaves' values as a list,
+    which get-tuple-element picks from."""
+
+    def __init__(self, leaves):
+        self.leaves = leaves
+
+    def load(self, b, index):
+        return [leaf.load(b, index) for leaf in self.leaves]
+
+
+def _padded(n: int) -> int:
+    return max(ALIGN, (n + ALIGN - 1) // ALIGN * ALIGN)
+
+
+def _plan(roots, stored):
+    entry = PHASES.get(roots[0].opcode)
+    if entry:
+        return entry[1](roots[0])
+    return _plan_elemental(roots, stored - {id(r) for r in roots})
+
+
+# --------------------------------------------------------------------- loop phases
+
+# Rows shorter than this are not worth a loop of their own: such outputs use one flat loop
+# and divide for coordinates (vectorizable), instead of a short inner loop LLVM unrolls.
+SHORT_ROW = 16
+
+COORDINATE_OPS = frozenset("""transpose slice pad concatenate reverse iota dynamic-slice
+dynamic-update-slice gather reduce reduce-window fft""".split())
+
+
+def needs_coordinates(root, sources) -> bool:
+    """True if some op fused under `root` maps indices by coordinates; otherwise the whole
+    expression reads every array at the output's linear position (one flat loop)."""
+    stack, seen = [root], set()
+    while stack:
+        inst = stack.pop()
+        if id(inst) in seen or id(inst) in sources:
+            continue
+        seen.add(id(inst))
+        if inst.opcode in COORDINATE_OPS or (inst.opcode == "broadcast" and inst.attrs.get(
+                "dimensions")) or (inst.opcode == "bitcast" and _layout_changes(inst)):
+            return True
+        stack.extend(inst.operands)
+    return False
+
+
+def _layout_changes(inst) -> bool:
+    return any(s.layout is not None and s.layout.minor_to_major !=
+               default_layout(s.rank).minor_to_major for s in (inst.shape, inst.operands[0].shape))
+
+
+def _plan_elemental(roots, stored):
+    """(outer extent, work, scratch): elements of a flat loop, else rows (see emit_loop)."""
+    dims = _dims(roots[0])
+    n = math.prod(dims)
+    return (n if _flat(dims, roots, stored) else row_split(dims)[0], float(n * len(roots)), 0)
+
+
+def _flat(dims, roots, stored) -> bool:
+    return len(dims) <= 1 or dims[-1] < SHORT_ROW or not any(
+        needs_coordinates(r, stored) for r in roots)
+
+
+def emit_loop(kb: KernelBuilder, outputs: list, lo, hi, flat: bool = False):
+    """For each element in [lo, hi) of one index space, store the value of every output
+    (root, dests, pick): every leaf of a tuple-shaped root into its own dest, or the leaf
+    `pick` selects. The loop is flat when no fused op needs coordinates (or rows are short:
+    coordinates then come from dividing the position), else rows x columns with the columns
+    (contiguous) innermost. [lo, hi) counts elements of a flat loop, else rows."""
+    b = kb.b
+    gen = kb.elemental()
+    dims = outputs[0][1][0].dims
+
+    def emit(index, linear):
+        gen.push_scope()
+        for root, dests, pick in outputs:
+            v = gen.value(root, index)
+            values = [pick(v)] if pick else (list(v) if isinstance(v, list) else [v])
+            for dest, x in zip(dests, values):
+                store(b, x, dest.ptr, dest.et, linear)
+        gen.pop_scope()
+    if flat or _flat(dims, [r for r, _, _ in outputs], kb.sources):
+        with for_range(b, lo, hi, "i") as i:
+            emit(Index(dims, linear=i), i)
+        return
+    _, n = row_split(dims)
+    with for_range(b, lo, hi, "row", vectorize=False) as r:
+        outer = delinearize(b, r, dims[:-1])
+        base = b.mul(r, I64(n))
+        with for_range(b, 0, n, "col") as j:
+            linear = b.add(base, j)
+            emit(Index(dims, values=outer + [j], linear=linear), linear)
+
+
+# ------------------------------------------------------------------------ entry points
+
+def _entry_points(mod: ir.Module, impl: ir.Function, name: str, n_buf: int,
+                  parallel: bool) -> None:
+    """NAME(args, begin, end, slot) unpacks the pointer array; for a kernel worth splitting,
+    NAME.par(data) runs one OpenMP thread's contiguous share of [0, extent) (calling NAME,
+    not inlining it: one copy of the loops is enough)."""
+    fn = ir.Function(mod, ir.FunctionType(VOID, [PTR, I64, I64, I64]), name)
+    jit.tune(fn)
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    arr, begin, end, slot = fn.args
+    ptrs = [b.load(b.gep(arr, [I64(k)], inbounds=True, source_etype=PTR), typ=PTR)
+            for k in range(n_buf)]
+    b.call(impl, ptrs + [begin, end, slot])
+    b.ret_void()
+    if not parallel:
+        return
+    par = ir.Function(mod, ir.FunctionType(VOID, [PTR]), f"{name}.par")
+    jit.tune(par)
+    b = ir.IRBuilder(par.append_basic_block("entry"))
+    data = par.args[0]
+    arr = b.load(data, typ=PTR)
+    field = lambda k: b.gep(data, [I64(k)], inbounds=True, source_etype=I64)   # noqa: E731
+    extent = b.load(field(1), typ=I64)
+    ftz = b.load(field(2), typ=I64)
+    saved = set_flush_denormals(b, b.icmp_unsigned("!=", ftz, I64(0)))
+    tid = b.sext(b.call(declare(mod, "omp_get_thread_num", I32, []), []), I64)
+    nth = b.sext(b.call(declare(mod, "omp_get_num_threads", I32, []), []), I64)
+    # Chunks of about 1/(CHUNKS_PER_THREAD * threads) of the range, taken from a shared
+    # counter: a thread that runs slow (another process on its core) takes fewer.
+    per = b.mul(nth, I64(CHUNKS_PER_THREAD))
+    chunk = b.udiv(b.add(extent, b.sub(per, I64(1))), per)
+    loop = par.append_basic_block("take")
+    body = par.append_basic_block("run")
+    done = par.append_basic_block("done")
+    b.branch(loop)
+    b.position_at_end(loop)
+    lo = b.atomic_rmw("add", field(3), chunk, "monotonic")
+    b.cbranch(b.icmp_signed("<", lo, extent), body, done)
+    b.position_at_end(body)
+    hi = b.select(b.icmp_signed("<", b.add(lo, chunk), extent), b.add(lo, chunk), extent)
+    b.call(fn, [arr, lo, hi, tid], attrs=("noinline",))
+    b.branch(loop)
+    b.position_at_end(done)
+    restore_fp_mode(b, saved)
+    b.ret_void()

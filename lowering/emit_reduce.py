@@ -1,0 +1,273 @@
+"""reduce and reduce-window: loops with the reducer computation inlined.
+
+An associative single-op reducer (add, multiply, maximum, minimum, and, or, xor; one per
+output for variadic reduces) is emitted as that op directly: narrow floats then accumulate in
+f32 and round once at the end (as the interpreter and XLA's CPU backend do), and float add
+and multiply carry the `reassoc` flag so the loop vectorizer may split the sum into vector
+lanes (XLA leaves the order of a reduction unspecified). Any other reducer is inlined as its
+computation, in its own types, in order.
+
+Two loop structures for a stored reduce:
+* row: the input's minor-most dimension is reduced. One output element at a time, the
+  reduction loop innermost over contiguous input (vectorized by LLVM).
+* column: the minor dimensions are kept. A tile of up to COLUMN_TILE adjacent outputs keeps
+  its accumulators in a stack array; the loop over the reduced dimensions is outside, the
+  loop over the tile inside, so every input row is read contiguously.
+A reduce inside a fused expression (e.g. reduce then an elementwise op at the same index) is
+computed at its index with the row structure.
+"""
+from __future__ import annotations
+
+import math
+
+from llvmlite import ir
+
+from . import emit_elementwise
+from .elemental import Elemental, register
+from .emit_kernel import register as register_phase
+from .emit_loops import Index, const, delinearize, for_range, nest
+from .ltypes import I1, I64, elem, round_to, store
+
+COLUMN_TILE = 256                 # outputs per column tile (1 KiB of f32 accumulators)
+_ASSOCIATIVE = frozenset({"add", "multiply", "maximum", "minimum", "and", "or", "xor"})
+
+
+def simple_reducer(comp) -> list | None:
+    """Per output i, the root op of `op(p_i, p_{n+i})` if the reducer is only that; else
+    None (then the computation is inlined as written)."""
+    params = comp.parameters
+    n = len(params) // 2
+    roots = comp.root.operands if comp.root.opcode == "tuple" else [comp.root]
+    if len(params) % 2 or len(roots) != n:
+        return None
+    for i, r in enumerate(roots):
+        if r.opcode not in _ASSOCIATIVE or len(r.operands) != 2 or \
+                {id(o) for o in r.operands} != {id(params[i]), id(params[n + i])} or \
+                r.shape.element_type != params[i].shape.element_type:
+            return None
+    return roots
+
+
+class Reducer:
+    """Applies a reduce's computation to accumulator and element values."""
+
+    def __init__(self, gen: Elemental, comp):
+        self.gen, self.comp = gen, comp
+        self.ops = simple_reducer(comp)
+        self.types = [elem(p.shape.element_type) for p in comp.parameters[:len(comp.parameters) // 2]]
+
+    def __call__(self, accs: list, xs: list) -> list:
+        b = self.gen.b
+        if self.ops is None:
+            return self.gen.apply(self.comp, accs + xs)
+        out = []
+        for op, acc, x in zip(self.ops, accs, xs):
+            v = emit_elementwise.emit(b, op, [acc, x], rounded=False)
+            if isinstance(v, ir.Instruction) and v.opname in ("fadd", "fmul"):
+                v.flags.append("reassoc")
+            out.append(v)
+        return out
+
+    def finish(self, accs: list) -> list:
+        """Round narrow-float accumulators of a single-op reducer once, at the end."""
+        if self.ops is None:
+            return accs
+        return [round_to(self.gen.b, a, t) for a, t in zip(accs, self.types)]
+
+
+def _slots(gen: Elemental, values: list) -> list:
+    """Stack slots holding accumulators (a complex value takes two)."""
+    slots = []
+    for v in values:
+        parts = v if isinstance(v, tuple) else (v,)
+        ss = [gen.alloca(p.type) for p in parts]
+        for s, p in zip(ss, parts):
+            gen.b.store(p, s)
+        slots.append(ss)
+    return slots
+
+
+def _read(gen: Elemental, slots) -> list:
+    vals = []
+    for ss in slots:
+        parts = [gen.b.load(s, typ=s.allocated_type) for s in ss]
+        vals.append(tuple(parts) if len(parts) > 1 else parts[0])
+    return vals
+
+
+def _write(gen: Elemental, slots, values) -> None:
+    for ss, v in zip(slots, values):
+        for s, p in zip(ss, v if isinstance(v, tuple) else (v,)):
+            gen.b.store(p, s)
+
+
+def _operands(inst):
+    n = len(inst.operands) // 2
+    return inst.operands[:n], inst.operands[n:]
+
+
+def reduce_value(gen: Elemental, inst, index: Index):
+    """The reduce's output(s) at `index`: a loop over the reduced dimensions."""
+    b = gen.b
+    inputs, inits = _operands(inst)
+    reduced = sorted(inst.attrs["dimensions"])
+    in_dims = inputs[0].shape.dims
+    kept = [d for d in range(len(in_dims)) if d not in reduced]
+    reducer = Reducer(gen, inst.attrs["to_apply"])
+    slots = _slots(gen, [gen.value(i, Index.scalar()) for i in inits])
+    outs = index.values(b)
+    with nest(b, [in_dims[d] for d in reduced], "r") as rvals:
+        gen.push_scope()
+        coords: list = [0] * len(in_dims)
+        for d, v in zip(kept, outs):
+            coords[d] = v
+        for d, v in zip(reduced, rvals):
+            coords[d] = v
+        idx = Index(in_dims, values=coords)
+        xs = [gen.value(x, idx) for x in inputs]
+        _write(gen, slots, reducer(_read(gen, slots), xs))
+        gen.pop_scope()
+    result = reducer.finish(_read(gen, slots))
+    return result if inst.shape.is_tuple else result[0]
+
+
+# ----------------------------------------------------------------- stored reduce phase
+
+def _column_layout(inst):
+    """(outer kept dims, reduced dims, tile run T) if the column structure applies."""
+    inputs, _ = _operands(inst)
+    in_dims = inputs[0].shape.dims
+    reduced = sorted(inst.attrs["dimensions"])
+    if not reduced or not in_dims:
+        return None
+    run = math.prod(in_dims[reduced[-1] + 1:])
+    if run < 8 or any(elem(s.element_type).kind == "complex" for s in
+                      (inst.shape.leaves() if inst.shape.is_tuple else [inst.shape])):
+        return None
+    outer = [d for d in range(reduced[-1]) if d not in reduced]
+    return outer, reduced, run
+
+
+def plan_reduce(inst):
+    inputs, _ = _operands(inst)
+    work = float(inputs[0].shape.num_elements * len(inputs))
+    layout = _column_layout(inst)
+    out_elems = max(1, math.prod(inst.shape.leaves()[0].dims if inst.shape.is_tuple
+                                 else inst.shape.dims))
+    if layout is None:
+        return out_elems, work, 0
+    outer, _, run = layout
+    in_dims = inputs[0].shape.dims
+    return math.prod(in_dims[d] for d in outer) * -(-run // COLUMN_TILE), work, 0
+
+
+def emit_reduce(kb, inst, dests, lo, hi):
+    layout = _column_layout(inst)
+    if layout is None:
+        _emit_rows(kb, inst, dests, lo, hi)
+    else:
+        _emit_columns(kb, inst, dests, lo, hi, *layout)
+
+
+def _emit_rows(kb, inst, dests, lo, hi):
+    b = kb.b
+    gen = kb.elemental()
+    out_dims = dests[0].dims
+    with for_range(b, lo, hi, "o", vectorize=False) as i:
+        gen.push_scope()
+        values = reduce_value(gen, inst, Index(out_dims, linear=i))
+        for dest, v in zip(dests, values if inst.shape.is_tuple else [values]):
+            store(b, v, dest.ptr, dest.et, i)
+        gen.pop_scope()
+
+
+def _emit_columns(kb, inst, dests, lo, hi, outer, reduced, run):
+    """Tiles of adjacent outputs along the kept minor run; accumulators in stack arrays."""
+    b = kb.b
+    gen = kb.elemental()
+    inputs, inits = _operands(inst)
+    in_dims = inputs[0].shape.dims
+    tile = min(run, COLUMN_TILE)
+    tiles = -(-run // tile)
+    reducer = Reducer(gen, inst.attrs["to_apply"])
+    init_values = [gen.value(i, Index.scalar()) for i in inits]
+    accs = [gen.alloca(ir.ArrayType(v.type, tile)) for v in init_values]
+    outer_dims = [in_dims[d] for d in outer]
+    minor = list(range(reduced[-1] + 1, len(in_dims)))
+    with for_range(b, lo, hi, "tile", vectorize=False) as t:
+        o = b.udiv(t, I64(tiles))
+        start = b.mul(b.urem(t, I64(tiles)), I64(tile))
+        width = b.select(b.icmp_signed("<", b.add(start, I64(tile)), I64(run)), I64(tile),
+                         b.sub(I64(run), start))
+        outer_vals = delinearize(b, o, outer_dims)
+        with for_range(b, 0, width, "w") as w:
+            for acc, v in zip(accs, init_values):
+                b.store(v, _at(b, acc, w))
+        with nest(b, [in_dims[d] for d in reduced], "r") as rvals:
+            with for_range(b, 0, width, "w") as w:
+                gen.push_scope()
+                coords: list = [0] * len(in_dims)
+                for d, v in zip(outer, outer_vals):
+                    coords[d] = v
+                for d, v in zip(reduced, rvals):
+                    coords[d] = v
+                for d, v in zip(minor, delinearize(b, b.add(start, w), [in_dims[d] for d in minor])):
+                    coords[d] = v
+                xs = [gen.value(x, Index(in_dims, values=coords)) for x in inputs]
+                current = [b.load(_at(b, acc, w), typ=acc.allocated_type.element) for acc in accs]
+                for acc, v in zip(accs, reducer(current, xs)):
+                    b.store(v, _at(b, acc, w))
+                gen.pop_scope()
+        base = b.add(b.mul(o, I64(run)), start)
+        with for_range(b, 0, width, "w") as w:
+            values = reducer.finish([b.load(_at(b, acc, w), typ=acc.allocated_type.element)
+                                     for acc in accs])
+            for dest, v in zip(dests, values):
+                store(b, v, dest.ptr, dest.et, b.add(base, w))
+
+
+def _at(b, array, i):
+    return b.gep(array, [I64(0), i], inbounds=True)
+
+
+# ------------------------------------------------------------------------ reduce-window
+
+def reduce_window_value(gen: Elemental, inst, index: Index):
+    """Fold the window at `index` in row-major order, skipping padding and the holes of
+    base (lhs) dilation."""
+    b = gen.b
+    inputs, inits = _operands(inst)
+    in_dims = inputs[0].shape.dims
+    window = inst.attrs.get("window")
+    rank = len(in_dims)
+    size = window.size if window else (1,) * rank
+    stride = window.stride if window else (1,) * rank
+    pad = window.pad if window else ((0, 0),) * rank
+    base = window.lhs_dilate if window else (1,) * rank
+    dil = window.rhs_dilate if window else (1,) * rank
+    reducer = Reducer(gen, inst.attrs["to_apply"])
+    slots = _slots(gen, [gen.value(i, Index.scalar()) for i in inits])
+    outs = index.values(b)
+    with nest(b, list(size), "k") as ks:
+        gen.push_scope()
+        ok, coords = I1(1), []
+        for d in range(rank):
+            pos = b.sub(b.add(b.mul(const(outs[d]), I64(stride[d])), b.mul(const(ks[d]), I64(dil[d]))),
+                        I64(pad[d][0]))
+            good = b.icmp_signed(">=", pos, I64(0))
+            if base[d] > 1:
+                good = b.and_(good, b.icmp_signed("==", b.srem(pos, I64(base[d])), I64(0)))
+                pos = b.sdiv(pos, I64(base[d]))
+            good = b.and_(good, b.icmp_signed("<", pos, I64(in_dims[d])))
+            ok = b.and_(ok, good)
+            coords.append(b.select(good, pos, I64(0)))
+        with b.if_then(ok):
+            xs = [gen.value(x, Index(in_dims, values=coords)) for x in inputs]
+            _write(gen, slots, reducer(_read(gen, slots), xs))
+        gen.pop_scope()
+    result = reducer.finish(_read(gen, slots))
+    return result if inst.shape.is_tuple else result[0]
+
+
+register({"reduce": reduce_value, "reduce-window": reduce_window_value})
+register_phase("reduce", emit_reduce, plan_reduce)

@@ -1,0 +1,392 @@
+"""Compiling a module for the CPU and calling it on numpy arrays.
+
+    run = hlo_opt.compile(text)          # or a Module
+    [y] = run(x)                         # outputs flattened like hlo_opt.evaluate
+    run.stats                            # kernels, fallbacks, peak arena bytes, compile time
+
+compile: parse -> host program (program.py) with one kernel per group or fusion (emitted
+once per process, by fingerprint, and compiled in one batch) -> buffer assignment -> the
+driver function -> JIT. A call checks the arguments, allocates the outputs, and makes one
+ctypes call into the driver, which releases the GIL while native code runs. The arena of
+temporaries is allocated once per executable and reused by calls that do not overlap (a
+concurrent call gets its own).
+
+Calls are cheap (a few microseconds) because nothing is converted per call: the pointer
+tables are reused, and the driver is handed the numpy array objects themselves and reads
+their data pointers (DATA_OFFSET, checked against a live array at import; where the check
+fails, calls pass data pointers from `ndarray.ctypes` instead).
+"""
+from __future__ import annotations
+
+import ctypes
+import threading
+import time
+
+import numpy as np
+
+from ..errors import HloError
+from ..ir import Computation, Module
+from . import buffers, fallback, jit
+from .driver import Driver
+from .emit_kernel import KernelCode, emit_kernel
+from .fingerprint import fingerprint
+from .program import Buffer, Conditional, Copy, KernelStep, Program, ProgramBuilder, While, leaves
+
+_kernels: dict[str, KernelCode] = {}
+_executables: dict[str, "Executable"] = {}
+_lock = threading.RLock()
+_CALLBACK = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_int64, ctypes.c_void_p)
+_DRIVER = ctypes.CFUNCTYPE(ctypes.c_int32, *([ctypes.c_void_p] * 6))   # addresses as ints
+
+
+def kernel_for(comp: Computation) -> KernelCode:
+    """The kernel of a fused computation, shared by every identical one (emitted here,
+    compiled in batches by `compile_kernels`)."""
+    key = fingerprint(comp)
+    with _lock:
+        code = _kernels.get(key)
+        if code is None:
+            code = _kernels[key] = emit_kernel(comp, f"k_{key[:20]}", key)
+        return code
+
+
+def clear_caches() -> None:
+    """Forget compiled modules and kernels (machine code already loaded stays loaded), so
+    the next compile starts cold: what tools/bench_cpu.py times."""
+    with _lock:
+        _kernels.clear()
+        _executables.clear()
+        jit.clear_cache()
+
+
+def compile_kernels(kernels) -> None:
+    """Machine code for every kernel not compiled yet, in one batch."""
+    todo = [k for k in kernels if not k.addresses]
+    results = jit.compile_batch([(k.ir, _exported(k)) for k in todo])
+    for k, addresses in zip(todo, results):
+        k.addresses = addresses
+
+
+def _exported(k: KernelCode) -> list[str]:
+    return [k.name, f"{k.name}.par"] if f'@"{k.name}.par"' in k.ir else [k.name]
+
+
+def compile_module(module, target: str = "cpu", flush_denormals: bool = False) -> "Executable":
+    if target != "cpu":
+        raise HloError(f"no code generator for target {target!r} (only 'cpu')")
+    if isinstance(module, str):
+        from .. import parse
+        module = parse(module)
+    key = (fingerprint(module.entry), flush_denormals)
+    with _lock:
+        exe = _executables.get(key)
+        if exe is None:
+            exe = _executables[key] = Executable(module, flush_denormals)
+        return exe
+
+
+def build(module: Module):
+    """(program, builder, output shapes) of a module: everything but the driver."""
+    fused = any(i.opcode == "fusion" for i in module.instructions())
+    builder = ProgramBuilder(kernel_for, grouping=not fused)
+    params, k = [], 0
+    for p in module.entry.parameters:
+        value, k = _param_value(p.shape, k)
+        params.append(value)
+    program, result = builder.build(module.entry, params)
+    results = leaves(result)
+    out_shapes = module.entry.root.shape.leaves() if module.entry.root.shape.is_tuple else \
+        [module.entry.root.shape]
+    out_shapes = [s for s in out_shapes if s.dtype.numpy is not None]
+    _bind_outputs(program, results)
+    buffers.assign(program, results)
+    return program, builder, out_shapes, k
+
+
+def _param_value(shape, k: int):
+    if shape.is_tuple:
+        parts = []
+        for s in shape.elements:
+            v, k = _param_value(s, k)
+            parts.append(v)
+        return tuple(parts), k
+    if shape.dtype.numpy is None:
+        return None, k
+    return Buffer(shape.byte_size, "param", k, f"param{k}"), k + 1
+
+
+def _bind_outputs(program: Program, results: list[Buffer]) -> None:
+    """A result computed by a kernel or fallback at the top level is written straight into
+    the output array; any other (a parameter, a constant, a repeat, a loop's state) is
+    copied there at the end."""
+    produced = {id(b) for s in program.steps if not isinstance(s, (While, Conditional))
+                for b in getattr(s, "outs", [])}
+    seen = set()
+    for k, buf in enumerate(results):
+        if buf.kind == "temp" and id(buf) in produced and id(buf) not in seen:
+            buf.kind, buf.index = "out", k
+            seen.add(id(buf))
+        else:
+            program.steps.append(Copy(Buffer(buf.nbytes, "out", k), buf))
+
+
+def _kernels_of(program: Program, out: dict) -> dict:
+    for step in program.steps:
+        if isinstance(step, KernelStep):
+            out.setdefault(step.kernel.key, step.kernel)
+        elif isinstance(step, While):
+            _kernels_of(step.cond, out)
+            _kernels_of(step.body, out)
+        elif isinstance(step, Conditional):
+            for p, _ in step.branches:
+                _kernels_of(p, out)
+    return out
+
+
+def _max_args(program: Program) -> int:
+    n = 1
+    for step in program.steps:
+        if isinstance(step, KernelStep):
+            n = max(n, step.kernel.n_args)
+        elif hasattr(step, "ins"):
+            n = max(n, len(step.outs) + len(step.ins))
+        elif isinstance(step, While):
+            n = max(n, _max_args(step.cond), _max_args(step.body))
+        elif isinstance(step, Conditional):
+            n = max([n] + [_max_args(p) for p, _ in step.branches])
+    return n
+
+
+def _data_offset() -> int | None:
+    """Where a numpy array object keeps its data pointer (right after the object header in
+    CPython's numpy: PyArrayObject_fields.data), checked on a live array; None if that
+    does not hold here, and then calls pass data pointers instead."""
+    probe = np.arange(3.0)
+    offset = 2 * ctypes.sizeof(ctypes.c_void_p)
+    found = ctypes.c_void_p.from_address(id(probe) + offset).value
+    return offset if found == probe.ctypes.data else None
+
+
+DATA_OFFSET = _data_offset()
+
+
+def emit_driver(program: Program, kernels: dict[str, KernelCode], profile: bool = False,
+                flush_denormals: bool = False):
+    """(name, LLVM IR, step labels) of the driver; its name is a hash of its body."""
+    slots = {key: n for n, key in enumerate(kernels)}
+    driver = Driver("driver", slots, jit.has_openmp(), profile, DATA_OFFSET, flush_denormals)
+    text = driver.emit(program, _max_args(program))
+    name = f"driver_{jit.ir_hash(text)[:20]}"
+    return name, text.replace('@"driver"', f'@"{name}"'), driver.labels
+
+
+class Executable:
+    """A module compiled for the host CPU; call it on numpy arrays.
+
+    Arithmetic is IEEE with denormals, like the interpreter; `flush_denormals` runs it the
+    way XLA:CPU does (flush-to-zero and denormals-are-zero), which is faster where
+    denormals occur (training steps, exp of large negative numbers)."""
+
+    def __init__(self, module: Module, flush_denormals: bool = False):
+        start = time.perf_counter()
+        self.flush_denormals = flush_denormals
+        llvm_before = jit.stats["seconds"]
+        self.module = module
+        self.program, builder, self.out_shapes, self.n_params = build(module)
+        self.param_shapes = [s for p in module.entry.parameters
+                             for s in (p.shape.leaves() if p.shape.is_tuple else [p.shape])
+                             if s.dtype.numpy is not None]
+        self.kernels = _kernels_of(self.program, {})
+        compile_kernels(self.kernels.values())
+        self.driver_name, self.driver_ir, _ = emit_driver(self.program, self.kernels,
+                                                          flush_denormals=flush_denormals)
+        address = jit.compile_ir(self.driver_ir, [self.driver_name], level=1)[self.driver_name]
+        self._driver = _DRIVER(address)
+        self._constants = builder.constants
+        self._fallbacks = builder.fallbacks
+        self._fns = (ctypes.c_void_p * max(1, 2 * len(self.kernels)))(
+            *[a for k in self.kernels.values()
+              for a in (k.addresses[k.name], k.addresses.get(f"{k.name}.par", 0))])
+        self._consts = (ctypes.c_void_p * max(1, len(self._constants)))(
+            *[c.ctypes.data for c in self._constants])
+        self._callback = _CALLBACK(self._run_fallback)
+        self._error: BaseException | None = None
+        self._arena_lock = threading.Lock()
+        self._arena = _aligned(self.program.peak)
+        # What a call needs, prepared once: addresses as ints, reusable pointer arrays.
+        self._consts_address = ctypes.addressof(self._consts)
+        self._fns_address = ctypes.addressof(self._fns)
+        self._callback_address = ctypes.cast(self._callback, ctypes.c_void_p).value
+        self._params = _pointer_array(len(self.param_shapes))
+        self._outs = _pointer_array(len(self.out_shapes))
+        self._param_specs = [(s.dims, s.dtype.numpy) for s in self.param_shapes]
+        self._out_specs = [(s.dims, s.dtype.numpy) for s in self.out_shapes]
+        self._simple = all(not p.shape.is_tuple and p.shape.dtype.numpy is not None
+                           for p in module.entry.parameters)
+        self.stats = {
+            "kernels": len(self.kernels),
+            "kernel_calls": _count(self.program),
+            "fallbacks": [f"{f.call.inst.name} ({f.call.inst.opcode}): {f.call.reason}"
+                          for f in self._fallbacks],
+            "peak_bytes": self.program.peak,
+            "compile_seconds": time.perf_counter() - start,
+            "llvm_seconds": jit.stats["seconds"] - llvm_before,
+        }
+        fallback.announce([f.call for f in self._fallbacks], module.name)
+
+    def __call__(self, *args) -> list[np.ndarray]:
+        return self.run(args)
+
+    def run(self, args, out: list[np.ndarray] | None = None) -> list[np.ndarray]:
+        """Outputs for `args` (in parameter order; tuple parameters as tuples), written into
+        `out` when given (C-contiguous arrays of the outputs' types and shapes, e.g. the
+        previous call's: no fresh pages to fault in for large outputs)."""
+        if self._simple and len(args) == len(self.param_shapes):
+            arrays = args                        # checked below, array by array
+        else:
+            arrays = _flatten_args(args, self.module.entry.parameters)
+            if len(arrays) != len(self.param_shapes):
+                raise HloError(f"{self.module.entry.name} takes {len(self.param_shapes)} "
+                               f"array arguments, got {len(arrays)}")
+        keep = []
+        for n, (a, (dims, dt)) in enumerate(zip(arrays, self._param_specs)):
+            if not (type(a) is np.ndarray and a.dtype == dt and a.shape == dims
+                    and a.flags.c_contiguous):
+                a = _coerce(a, self.param_shapes[n], n)
+            keep.append(a)
+        if out is None:
+            outputs = [np.empty(dims, dt) for dims, dt in self._out_specs]
+        else:
+            outputs = list(out)
+            if len(outputs) != len(self._out_specs) or any(
+                    type(o) is not np.ndarray or o.dtype != dt or o.shape != dims
+                    or not o.flags.c_contiguous or not o.flags.writeable
+                    for o, (dims, dt) in zip(outputs, self._out_specs)):
+                raise HloError("out= must be writable C-contiguous arrays of the outputs' "
+                               "types and shapes")
+        if self._arena_lock.acquire(blocking=False):
+            try:
+                status = self._call(keep, outputs, self._params, self._outs, self._arena[1])
+            finally:
+                self._arena_lock.release()
+        else:                                    # another thread is in: its own arena
+            arena = _aligned(self.program.peak)
+            status = self._call(keep, outputs, _pointer_array(len(keep)),
+                                _pointer_array(len(outputs)), arena[1])
+        if status:
+            error, self._error = self._error, None
+            raise error if error is not None else RuntimeError(f"driver status {status}")
+        return outputs
+
+    def _call(self, arrays, outputs, params, outs, arena) -> int:
+        """One driver call; the caller keeps `arrays` and `outputs` alive through it."""
+        if DATA_OFFSET is None:
+            for k, a in enumerate(arrays):
+                params[k] = a.ctypes.data
+            for k, o in enumerate(outputs):
+                outs[k] = o.ctypes.data
+        else:                                    # the driver reads their data pointers
+            for k, a in enumerate(arrays):
+                params[k] = id(a)
+            for k, o in enumerate(outputs):
+                outs[k] = id(o)
+        return self._driver(ctypes.addressof(params), ctypes.addressof(outs), arena,
+                            self._consts_address, self._fns_address, self._callback_address)
+
+    def profile(self, args, calls: int = 20) -> list[tuple[str, float, int]]:
+        """Per kernel or fallback step: (label, seconds per call, calls per call), most
+        expensive first, from a driver that reads the CPU's cycle counter around each step
+        (cycles are converted with the total time of the calls)."""
+        name, text, labels = emit_driver(self.program, self.kernels, profile=True,
+                                         flush_denormals=self.flush_denormals)
+        address = jit.compile_ir(text, [name], level=1)[name]
+        driver = ctypes.CFUNCTYPE(ctypes.c_int32, *([ctypes.c_void_p] * 7))(address)
+        flat = _flatten_args(args, self.module.entry.parameters)
+        arrays = [_coerce(a, s, n) for n, (a, s) in enumerate(zip(flat, self.param_shapes))]
+        outputs = [np.empty(s.dims, s.dtype.numpy) for s in self.out_shapes]
+        params, outs = _pointer_array(len(arrays)), _pointer_array(len(outputs))
+        for table, values in ((params, arrays), (outs, outputs)):
+            for k, a in enumerate(values):
+                table[k] = a.ctypes.data if DATA_OFFSET is None else id(a)
+        counters = np.zeros(2 * max(1, len(labels)), np.int64)
+        arena = _aligned(self.program.peak)
+        start = time.perf_counter()
+        for _ in range(calls):
+            driver(params, outs, arena[1], self._consts, self._fns, self._callback,
+                   counters.ctypes.data)
+        elapsed = (time.perf_counter() - start) / calls
+        cycles = counters[0::2].astype(np.float64)
+        per_cycle = elapsed / max(cycles.sum(), 1.0) * calls
+        rows = [(label, c * per_cycle / calls, int(n) // calls)
+                for label, c, n in zip(labels, cycles, counters[1::2])]
+        return sorted(rows, key=lambda r: -r[1])
+
+    def _run_fallback(self, step_id: int, argv: int) -> int:
+        try:
+            step = self._fallbacks[step_id]
+            n = len(step.outs) + len(step.ins)
+            pointers = (ctypes.c_void_p * n).from_address(argv)
+            step.call.run([p or 0 for p in pointers])
+            return 0
+        except BaseException as e:            # reported after the driver returns
+            self._error = e
+            return 1
+
+
+def _pointer_array(n: int):
+    return (ctypes.c_void_p * max(1, n))()
+
+
+def _aligned(nbytes: int):
+    raw = np.empty(nbytes + 64, np.uint8)
+    address = raw.ctypes.data
+    return raw, (address + 63) // 64 * 64
+
+
+def _count(program: Program) -> int:
+    n = 0
+    for step in program.steps:
+        if isinstance(step, KernelStep):
+            n += 1
+        elif isinstance(step, While):
+            n += _count(step.cond) + _count(step.body)
+        elif isinstance(step, Conditional):
+            n += sum(_count(p) for p, _ in step.branches)
+    return n
+
+
+def _flatten_args(args, params) -> list:
+    flat = []
+    for a, p in zip(args, params):
+        if p.shape.is_tuple:
+            flat.extend(_flatten_tuple(a, p.shape))
+        elif p.shape.dtype.numpy is not None:
+            flat.append(a)
+    if len(args) != len(params):
+        raise HloError(f"expected {len(params)} arguments, got {len(args)}")
+    return flat
+
+
+def _flatten_tuple(a, shape) -> list:
+    out = []
+    for x, s in zip(a, shape.elements):
+        if s.is_tuple:
+            out.extend(_flatten_tuple(x, s))
+        elif s.dtype.numpy is not None:
+            out.append(x)
+    return out
+
+
+def _coerce(a, shape, position: int) -> np.ndarray:
+    expected = shape.dtype.numpy
+    if isinstance(a, (np.ndarray, np.generic)):
+        a = np.asarray(a)
+        if a.dtype != expected:
+            raise HloError(f"argument {position} has dtype {a.dtype}, parameter is "
+                           f"{shape.to_text(False)}")
+    else:
+        a = np.asarray(a, dtype=expected)
+    if a.shape != shape.dims:
+        raise HloError(f"argument {position} has dims {list(a.shape)}, parameter is "
+                       f"{shape.to_text(False)}")
+    return np.ascontiguousarray(a)

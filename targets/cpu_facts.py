@@ -1,0 +1,53 @@
+"""Facts about the host CPU that code generation needs (not the cost model: that is
+targets/cpu.py). Measured or probed once; every number says where it comes from."""
+from __future__ import annotations
+
+import ctypes.util
+import functools
+import os
+
+# Vector width the loop vectorizer should prefer. LLVM tunes Sapphire/Emerald Rapids for
+# 256-bit vectors; 512 measured faster on our elementwise and reduction kernels there
+# (tools/bench_cpu.py), and it is ignored on CPUs without AVX-512.
+PREFERRED_VECTOR_BITS = 512
+
+# Register-blocked GEMM micro-kernel (emit_dot.py): MR rows x NR columns of C kept in
+# registers. 6 x 2 vectors = 12 accumulators of the 32 vector registers AVX-512 has.
+GEMM_MR = 6
+GEMM_NR_VECTORS = 2
+GEMM_KC = 256            # depth of one packed panel: MR*KC and KC*NR floats stay in L1/L2
+GEMM_MC = 96             # rows of A packed at once (a multiple of GEMM_MR)
+GEMM_NC = 512            # columns of B packed at once: KC*NC floats (512 KiB) fit in L2
+
+# A kernel whose estimated work is below this runs on one thread. Work is counted in
+# element-operations of a vectorized loop (~1 ns each here); a GEMM's flops count
+# 1/GEMM_FLOPS_PER_WORK each. Waking the OpenMP team costs 5-20 us on an idle machine and
+# much more when other processes hold the cores, so only kernels of ~250 us and more split.
+PARALLEL_MIN_WORK = 1 << 18
+GEMM_FLOPS_PER_WORK = 32
+
+
+@functools.lru_cache(maxsize=None)
+def vector_isa() -> int:
+    """Widest vectors the host runs (bits), capped at PREFERRED_VECTOR_BITS."""
+    import llvmlite.binding as llvm
+    features = llvm.get_host_cpu_features()
+    width = 512 if features.get("avx512f") else 256 if features.get("avx2") else 128
+    return min(width, PREFERRED_VECTOR_BITS)
+
+
+@functools.lru_cache(maxsize=None)
+def threads() -> int:
+    """Cores this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:
+        return max(1, os.cpu_count() or 1)
+
+
+@functools.lru_cache(maxsize=None)
+def openmp_library() -> str | None:
+    """libgomp, whose GOMP_parallel runs a kernel's chunks on a persistent thread team.
+    None disables threading (kernels then run on the calling thread)."""
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")   # idle workers sleep, not spin
+    return ctypes.util.find_library("gomp")

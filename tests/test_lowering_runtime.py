@@ -1,0 +1,296 @@
+"""The CPU runtime: host control flow, buffer assignment, fallbacks, the kernel cache,
+threads, arguments and the listing entry points (emit_llvm, emit_asm, hlo-run)."""
+from __future__ import annotations
+
+import threading
+import warnings
+
+import numpy as np
+import pytest
+
+import hlo_opt
+from hlo_opt import HloError
+from hlo_opt.lowering import FallbackWarning, emit_asm, emit_llvm, jit
+from lowering_helpers import assert_matches, run_both
+
+ADD = "add { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT r = f32[] add(a, b) }"
+
+
+def module(body: str, computations: str = "") -> str:
+    return f"HloModule t\n{computations}\nENTRY e {{\n  " + "\n  ".join(
+        l.strip() for l in body.strip().splitlines()) + "\n}\n"
+
+
+def test_while_rotating_state_and_counter():
+    """The body returns its state rotated: results that are other state elements must be
+    read before any is overwritten."""
+    comps = """cond {
+  s = (s32[], f32[4], f32[4], f32[4]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant(5)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+body {
+  s = (s32[], f32[4], f32[4], f32[4]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  a = f32[4] get-tuple-element(s), index=1
+  b = f32[4] get-tuple-element(s), index=2
+  c = f32[4] get-tuple-element(s), index=3
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  ab = f32[4] add(a, b)
+  ROOT t = (s32[], f32[4], f32[4], f32[4]) tuple(j, c, ab, a)
+}"""
+    text = module("""
+        x = f32[4] parameter(0)
+        y = f32[4] parameter(1)
+        z = f32[4] parameter(2)
+        zero = s32[] constant(0)
+        init = (s32[], f32[4], f32[4], f32[4]) tuple(zero, x, y, z)
+        ROOT w = (s32[], f32[4], f32[4], f32[4]) while(init), condition=cond, body=body""", comps)
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal(4).astype(np.float32) for _ in range(3)]
+    ours, want = run_both(text, args)
+    for g, w in zip(ours, want):
+        assert_matches(g, w, 0, "while")
+
+
+def test_scan_with_dynamic_update_slice_in_a_loop():
+    comps = """cond {
+  s = (s32[], f32[6,3]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant(6)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+body {
+  s = (s32[], f32[6,3]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  a = f32[6,3] get-tuple-element(s), index=1
+  z = s32[] constant(0)
+  f = f32[] convert(i)
+  r = f32[1,3] broadcast(f), dimensions={}
+  u = f32[6,3] dynamic-update-slice(a, r, i, z)
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  ROOT t = (s32[], f32[6,3]) tuple(j, u)
+}"""
+    text = module("""
+        a = f32[6,3] parameter(0)
+        zero = s32[] constant(0)
+        init = (s32[], f32[6,3]) tuple(zero, a)
+        w = (s32[], f32[6,3]) while(init), condition=cond, body=body
+        ROOT r = f32[6,3] get-tuple-element(w), index=1""", comps)
+    ours, want = run_both(text, [np.full((6, 3), -1, np.float32)])
+    assert_matches(ours[0], want[0], 0, "scan")
+
+
+@pytest.mark.parametrize("index", [-1, 0, 1, 2, 7])
+def test_conditional_by_index_clamps_to_the_last_branch(index):
+    comps = """b0 { p = f32[3] parameter(0)
+ ROOT r = f32[3] negate(p) }
+b1 { p = f32[3] parameter(0)
+ ROOT r = f32[3] exponential(p) }
+b2 { p = f32[3] parameter(0)
+ ROOT r = f32[3] copy(p) }"""
+    text = module("""
+        i = s32[] parameter(0)
+        x = f32[3] parameter(1)
+        ROOT c = f32[3] conditional(i, x, x, x), branch_computations={b0, b1, b2}""", comps)
+    ours, want = run_both(text, [np.int32(index), np.array([1, -2, 0.5], np.float32)])
+    assert_matches(ours[0], want[0], 1, "conditional")
+
+
+def test_conditional_by_pred_and_call_inlining():
+    comps = """t { p = f32[2] parameter(0)
+ ROOT r = f32[2] add(p, p) }
+f { p = f32[2] parameter(0)
+ ROOT r = f32[2] multiply(p, p) }
+sq { p = f32[2] parameter(0)
+ q = f32[2] parameter(1)
+ ROOT r = f32[2] subtract(p, q) }"""
+    text = module("""
+        b = pred[] parameter(0)
+        x = f32[2] parameter(1)
+        c = f32[2] conditional(b, x, x), true_computation=t, false_computation=f
+        ROOT k = f32[2] call(c, x), to_apply=sq""", comps)
+    for b in (True, False):
+        ours, want = run_both(text, [np.bool_(b), np.array([3, -4], np.float32)])
+        assert_matches(ours[0], want[0], 0, f"pred {b}")
+
+
+def test_outputs_that_are_parameters_constants_or_repeated():
+    text = module("""
+        x = f32[3] parameter(0)
+        p = (f32[3], s32[]) parameter(1)
+        k = f32[2] constant({7, 8})
+        e = f32[3] exponential(x)
+        r = f32[1,3] reshape(e)
+        g = s32[] get-tuple-element(p), index=1
+        ROOT t = (f32[3], f32[2], f32[3], f32[3], f32[1,3], s32[]) tuple(x, k, e, e, r, g)""")
+    x = np.array([0, 1, 2], np.float32)
+    exe = hlo_opt.compile(text)
+    out = exe(x, (np.zeros(3, np.float32), np.int32(9)))
+    want = hlo_opt.evaluate(hlo_opt.parse(text), [x, (np.zeros(3, np.float32), np.int32(9))])
+    for g, w in zip(out, want):
+        assert_matches(g, w, 2, "outputs")
+    assert out[2] is not out[3] and out[0] is not x
+
+
+def test_buffers_are_reused_along_a_chain():
+    """Ten kernels in a row (a reduce breaks fusion between them), each 64 KiB: live ranges
+    overlap pairwise only, so the arena holds a few buffers, not ten."""
+    lines = ["x = f32[128,128] parameter(0)", "z = f32[] constant(0)"]
+    prev = "x"
+    for i in range(10):
+        lines.append(f"s{i} = f32[128] reduce({prev}, z), dimensions={{1}}, to_apply=add")
+        lines.append(f"b{i} = f32[128,128] broadcast(s{i}), dimensions={{0}}")
+        lines.append(f"n{i} = f32[128,128] add({prev}, b{i})")
+        prev = f"n{i}"
+    lines.append(f"ROOT r = f32[128,128] negate({prev})")
+    exe = hlo_opt.compile(module("\n".join(lines), ADD))
+    assert exe.stats["kernel_calls"] >= 20
+    assert exe.stats["peak_bytes"] <= 3 * 128 * 128 * 4
+    x = np.random.default_rng(0).standard_normal((128, 128)).astype(np.float32)
+    want = hlo_opt.evaluate(exe.module, [x])[0]
+    assert_matches(exe(x)[0], want, 0, "chain", atol=1e-5 * np.abs(want).max())
+
+
+def test_fallback_is_loud_and_correct():
+    text = module("""
+        x = f32[4,4] parameter(0)
+        t = f32[4,4] transpose(x), dimensions={1,0}
+        d = f32[4,4] dot(x, t), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+        c = f32[4,4] cholesky(d), lower=true
+        ROOT n = f32[4,4] negate(c)""")
+    with pytest.warns(FallbackWarning, match="cholesky"):
+        exe = hlo_opt.compile(hlo_opt.parse(text.replace("HloModule t", "HloModule fb")))
+    assert any("cholesky" in f for f in exe.stats["fallbacks"])
+    x = (np.eye(4) * 3 + np.arange(16).reshape(4, 4) / 10).astype(np.float32)
+    want = hlo_opt.evaluate(exe.module, [x])[0]
+    assert_matches(exe(x)[0], want, 4, "cholesky fallback", atol=1e-5)
+
+
+def test_fallback_errors_surface_as_exceptions():
+    text = module("""
+        x = f32[4] parameter(0)
+        ROOT c = f32[4] custom-call(x), custom_call_target="no_such_target" """)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FallbackWarning)
+        exe = hlo_opt.compile(text)
+    with pytest.raises(HloError, match="custom-call"):
+        exe(np.zeros(4, np.float32))
+
+
+def test_identical_kernels_compile_once():
+    body = "\n".join(f"""y{i} = f32[64] parameter({i})
+        e{i} = f32[64] exponential(y{i})
+        r{i} = f32[] reduce(e{i}, z), dimensions={{0}}, to_apply=add""" for i in range(4))
+    text = module("z = f32[] constant(0)\n" + body + "\nROOT t = (f32[], f32[], f32[], f32[]) "
+                  "tuple(r0, r1, r2, r3)", ADD)
+    exe = hlo_opt.compile(text)
+    assert exe.stats["kernel_calls"] == 4 and exe.stats["kernels"] == 1
+    before = jit.stats["compiled"]
+    hlo_opt.compile(text.replace("HloModule t", "HloModule again"))
+    assert jit.stats["compiled"] == before
+
+
+def test_arguments_are_checked():
+    exe = hlo_opt.compile(module("x = f32[2] parameter(0)\nROOT n = f32[2] negate(x)"))
+    with pytest.raises(HloError, match="dtype"):
+        exe(np.zeros(2, np.float64))
+    with pytest.raises(HloError, match="dims"):
+        exe(np.zeros(3, np.float32))
+    assert exe([1.0, 2.0])[0].tolist() == [-1.0, -2.0]
+
+
+def test_concurrent_calls_from_python_threads():
+    text = module("""
+        x = f32[256,256] parameter(0)
+        y = f32[256,256] parameter(1)
+        d = f32[256,256] dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+        ROOT t = f32[256,256] tanh(d)""")
+    exe = hlo_opt.compile(text)
+    rng = np.random.default_rng(0)
+    inputs = [(rng.standard_normal((256, 256)).astype(np.float32) * 0.1,
+               rng.standard_normal((256, 256)).astype(np.float32) * 0.1) for _ in range(4)]
+    expected = [exe(*a)[0] for a in inputs]
+    results = [None] * 4
+
+    def work(k):
+        for _ in range(5):
+            results[k] = exe(*inputs[k])[0]
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for r, e in zip(results, expected):
+        assert np.array_equal(r, e)
+
+
+def test_emit_llvm_and_asm_list_every_kernel():
+    text = module("""
+        x = f32[1024] parameter(0)
+        ROOT e = f32[1024] exponential(x)""")
+    ll = emit_llvm(hlo_opt.parse(text))
+    assert "define" in ll and "driver_" in ll and "fma" in ll
+    asm = emit_asm(hlo_opt.parse(text))
+    assert "driver_" in asm and any(r in asm for r in ("%zmm", "%ymm"))
+
+
+def test_hlo_run_cli(tmp_path, capsys):
+    from hlo_opt.tools.hlo_run import main
+    src = tmp_path / "m.hlo"
+    src.write_text(module("x = f32[3] parameter(0)\nROOT s = f32[3] sqrt(x)"))
+    np.savez(tmp_path / "in.npz", arg0=np.array([1, 4, 9], np.float32))
+    out = tmp_path / "out.npz"
+    for target in ("cpu", "interp"):
+        assert main([str(src), f"--target={target}", "--inputs", str(tmp_path / "in.npz"),
+                     "--out", str(out), "--time", "3"]) == 0
+        assert np.load(out)["out0"].tolist() == [1, 2, 3]
+    assert "median" in capsys.readouterr().out
+    assert main([str(tmp_path / "missing.hlo")]) == 2
+
+
+def test_flush_denormals_is_xla_mode_and_restores_the_callers_mode():
+    text = module("""
+        x = f32[4096] parameter(0)
+        y = f32[4096] parameter(1)
+        ROOT m = f32[4096] multiply(x, y)""")
+    x = np.full(4096, 1e-20, np.float32)
+    y = np.full(4096, 1e-20, np.float32)          # 1e-40: a denormal product
+    ieee = hlo_opt.compile(text)(x, y)[0]
+    assert ieee[0] != 0 and np.isclose(ieee[0], np.float32(1e-40), rtol=1e-3)
+    ftz = hlo_opt.compile(text, flush_denormals=True)(x, y)[0]
+    assert np.all(ftz == 0)
+    assert np.float32(1e-20) * np.float32(1e-20) != 0      # numpy's mode is untouched
+
+
+def test_outputs_can_be_written_into_given_arrays():
+    exe = hlo_opt.compile(module("x = f32[3] parameter(0)\nROOT n = f32[3] negate(x)"))
+    out = [np.empty(3, np.float32)]
+    result = exe.run([np.array([1, 2, 3], np.float32)], out)
+    assert result[0] is out[0] and out[0].tolist() == [-1, -2, -3]
+    with pytest.raises(HloError, match="out="):
+        exe.run([np.zeros(3, np.float32)], [np.empty(4, np.float32)])
+
+
+def test_kernel_formation_groups_unfused_modules_only():
+    """An unfused chain becomes one kernel; a module with fusion instructions keeps XLA's
+    (or our optimizer's) decisions: each fusion one kernel, each other op one more."""
+    chain = """
+        x = f32[64] parameter(0)
+        a = f32[64] add(x, x)
+        m = f32[64] multiply(a, x)
+        ROOT n = f32[64] negate(m)"""
+    assert hlo_opt.compile(module(chain)).stats["kernel_calls"] == 1
+    fused = module("""
+        x = f32[64] parameter(0)
+        f = f32[64] fusion(x), kind=kLoop, calls=body
+        m = f32[64] multiply(f, x)
+        ROOT n = f32[64] negate(m)""", "body { p = f32[64] parameter(0)\n e = f32[64] exponential(p)\n"
+                                       " ROOT s = f32[64] add(e, p) }")
+    exe = hlo_opt.compile(fused)
+    assert exe.stats["kernel_calls"] == 3
+    x = np.linspace(-2, 2, 64).astype(np.float32)
+    assert_matches(exe(x)[0], hlo_opt.evaluate(exe.module, [x])[0], 2, "fused module", atol=1e-6)

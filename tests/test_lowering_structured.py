@@ -1,0 +1,358 @@
+"""Ops with loop structures of their own, lowered to CPU code, against the interpreter:
+dot (dimension numbers, batch dims, every accumulation type), convolution (padding, strides,
+dilations, groups), reduce (row and column shapes, variadic, narrow accumulation),
+reduce-window, gather, scatter, sort, select-and-scatter, and data movement fused into them.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import hlo_opt
+from hlo_opt.tools.hlo_run import random_inputs
+from lowering_helpers import assert_matches, run_both
+
+def check(text: str, seed: int = 0, rel: float = 2e-6):
+    """Ours = interpreter on normal random inputs (edge values are the elementwise tests'
+    business: here +-max would make sums depend on their order)."""
+    module = hlo_opt.parse(text)
+    ours, want = run_both(module, random_inputs(module, seed))
+    for k, (g, w) in enumerate(zip(ours, want)):
+        if w.dtype.kind in "fc" or w.dtype.name == "bfloat16":
+            scale = float(np.abs(w.astype(np.complex128 if w.dtype.kind == "c" else np.float64)).max()) if w.size else 0.0
+            narrow = w.dtype.itemsize == 2
+            assert_matches(g, w, 2 if narrow else 8, f"out{k}",
+                           atol=(1e-2 if narrow else rel) * scale)
+        else:
+            assert_matches(g, w, 0, f"out{k}")
+
+
+def module(body: str, computations: str = "") -> str:
+    return f"HloModule t\n{computations}\nENTRY e {{\n  " + "\n  ".join(
+        l.strip() for l in body.strip().splitlines()) + "\n}\n"
+
+
+ADD = {t: f"add_{t} {{ a = {t}[] parameter(0)\n b = {t}[] parameter(1)\n ROOT r = {t}[] add(a, b) }}"
+       for t in ("f32", "bf16", "s32", "f64", "pred", "u8")}
+MAX_F32 = "max_f32 { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT r = f32[] maximum(a, b) }"
+
+
+# ------------------------------------------------------------------------------ dot
+
+@pytest.mark.parametrize("lhs,rhs,dims,out", [
+    ("f32[64,48]", "f32[48,80]", "lhs_contracting_dims={1}, rhs_contracting_dims={0}", "f32[64,80]"),
+    ("f32[7,5]", "f32[5,3]", "lhs_contracting_dims={1}, rhs_contracting_dims={0}", "f32[7,3]"),
+    ("f32[48,64]", "f32[80,48]", "lhs_contracting_dims={0}, rhs_contracting_dims={1}", "f32[64,80]"),
+    ("f32[3,20,30]", "f32[3,30,40]", "lhs_batch_dims={0}, lhs_contracting_dims={2}, "
+     "rhs_batch_dims={0}, rhs_contracting_dims={1}", "f32[3,20,40]"),
+    ("f32[2,4,16,8]", "f32[2,4,24,8]", "lhs_batch_dims={0,1}, lhs_contracting_dims={3}, "
+     "rhs_batch_dims={0,1}, rhs_contracting_dims={3}", "f32[2,4,16,24]"),
+    ("f32[6,5,4]", "f32[5,4,7]", "lhs_contracting_dims={1,2}, rhs_contracting_dims={0,1}", "f32[6,7]"),
+    ("f32[300,2]", "f32[2,40]", "lhs_contracting_dims={1}, rhs_contracting_dims={0}", "f32[300,40]"),
+    ("f32[64,700]", "f32[700]", "lhs_contracting_dims={1}, rhs_contracting_dims={0}", "f32[64]"),
+    ("f32[33,17]", "f32[17,65]", "lhs_contracting_dims={1}, rhs_contracting_dims={0}", "f32[33,65]"),
+    ("f32[8,0]", "f32[0,5]", "lhs_contracting_dims={1}, rhs_contracting_dims={0}", "f32[8,5]"),
+    ("f64[40,30]", "f64[30,50]", "lhs_contracting_dims={1}, rhs_contracting_dims={0}", "f64[40,50]"),
+    ("bf16[40,300]", "bf16[300,50]", "lhs_contracting_dims={1}, rhs_contracting_dims={0}", "bf16[40,50]"),
+    ("f16[20,30]", "f16[30,50]", "lhs_contracting_dims={1}, rhs_contracting_dims={0}", "f32[20,50]"),
+    ("s8[20,30]", "s8[30,10]", "lhs_contracting_dims={1}, rhs_contracting_dims={0}", "s32[20,10]"),
+    ("s32[9,30]", "s32[30,10]", "lhs_contracting_dims={1}, rhs_contracting_dims={0}", "s32[9,10]"),
+    ("u8[9,30]", "u8[30,10]", "lhs_contracting_dims={1}, rhs_contracting_dims={0}", "u8[9,10]"),
+    ("pred[9,30]", "pred[30,10]", "lhs_contracting_dims={1}, rhs_contracting_dims={0}", "pred[9,10]"),
+    ("c64[9,30]", "c64[30,10]", "lhs_contracting_dims={1}, rhs_contracting_dims={0}", "c64[9,10]"),
+])
+def test_dot(lhs, rhs, dims, out):
+    check(module(f"""
+        x = {lhs} parameter(0)
+        y = {rhs} parameter(1)
+        ROOT d = {out} dot(x, y), {dims}"""), rel=1e-6)
+
+
+def test_dot_reads_fused_transpose_and_convert():
+    check(module("""
+        x = bf16[32,48] parameter(0)
+        y = f32[40,32] parameter(1)
+        xc = f32[32,48] convert(x)
+        yt = f32[32,40] transpose(y), dimensions={1,0}
+        ROOT d = f32[48,40] dot(xc, yt), lhs_contracting_dims={0}, rhs_contracting_dims={0}"""),
+          rel=1e-5)
+
+
+def test_large_dot_runs_on_threads():
+    from hlo_opt.lowering.runtime import kernel_for
+    from hlo_opt.targets import cpu_facts
+    text = module("""
+        x = f32[256,512] parameter(0)
+        y = f32[512,384] parameter(1)
+        ROOT d = f32[256,384] dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}""")
+    exe = hlo_opt.compile(text)
+    kernel = next(iter(exe.kernels.values()))
+    assert kernel.parallel(2, cpu_facts.PARALLEL_MIN_WORK) and kernel.extent > 1
+    check(text, rel=1e-5)
+    del kernel_for
+
+
+# ---------------------------------------------------------------------- convolution
+
+@pytest.mark.parametrize("x,w,attrs,out", [
+    ("f32[2,9,9,3]", "f32[3,3,3,8]", "window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f", "f32[2,9,9,8]"),
+    ("f32[2,10,10,4]", "f32[3,3,4,6]", "window={size=3x3 stride=2x2}, dim_labels=b01f_01io->b01f", "f32[2,4,4,6]"),
+    ("f32[1,12,12,2]", "f32[3,3,2,4]", "window={size=3x3 pad=2_2x2_2 rhs_dilate=2x2}, dim_labels=b01f_01io->b01f", "f32[1,12,12,4]"),
+    ("f32[1,5,5,2]", "f32[2,2,2,3]", "window={size=2x2 pad=1_1x1_1 lhs_dilate=2x2}, dim_labels=b01f_01io->b01f", "f32[1,10,10,3]"),
+    ("f32[2,3,8,8]", "f32[5,3,3,3]", "window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01", "f32[2,5,8,8]"),
+    ("f32[2,8,8,4]", "f32[3,3,2,6]", "window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f, feature_group_count=2", "f32[2,8,8,6]"),
+    ("f32[4,6,6,3]", "f32[3,3,3,4]", "window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f, batch_group_count=2", "f32[2,6,6,4]"),
+    ("f32[2,16,3]", "f32[5,3,4]", "window={size=5 pad=2_2 rhs_reversal=1}, dim_labels=b0f_0io->b0f", "f32[2,16,4]"),
+    ("bf16[1,6,6,2]", "bf16[3,3,2,3]", "window={size=3x3}, dim_labels=b01f_01io->b01f", "bf16[1,4,4,3]"),
+])
+def test_convolution(x, w, attrs, out):
+    check(module(f"""
+        x = {x} parameter(0)
+        w = {w} parameter(1)
+        ROOT c = {out} convolution(x, w), {attrs}"""), rel=1e-5)
+
+
+# ---------------------------------------------------------------------------- reduce
+
+@pytest.mark.parametrize("shape,dims,t", [
+    ("[8,100]", "{1}", "f32"), ("[100,8]", "{0}", "f32"), ("[4,50,33]", "{1}", "f32"),
+    ("[4,50,33]", "{0,2}", "f32"), ("[6,7,8]", "{0,1,2}", "f32"), ("[300,40]", "{0}", "bf16"),
+    ("[40,300]", "{1}", "bf16"), ("[17,19]", "{0}", "s32"), ("[17,19]", "{1}", "pred"),
+    ("[5,0]", "{1}", "f32"), ("[64,64]", "{1}", "f64"), ("[3,1000]", "{1}", "u8"),
+])
+def test_reduce_sum(shape, dims, t):
+    rank = shape.count(",") + 1
+    dset = {int(d) for d in dims.strip("{}").split(",")}
+    sizes = [int(s) for s in shape.strip("[]").split(",")]
+    out = "[" + ",".join(str(s) for i, s in enumerate(sizes) if i not in dset) + "]"
+    init = {"pred": "false"}.get(t, "0")
+    check(module(f"""
+        x = {t}{shape} parameter(0)
+        z = {t}[] constant({init})
+        ROOT r = {t}{out} reduce(x, z), dimensions={dims}, to_apply=add_{t}""",
+                 ADD[t]), rel=1e-5)
+    del rank
+
+
+def test_reduce_max_keeps_nan_and_signed_zero():
+    text = module("""
+        x = f32[4,64] parameter(0)
+        z = f32[] constant(-inf)
+        ROOT r = f32[4] reduce(x, z), dimensions={1}, to_apply=max_f32""", MAX_F32)
+    x = np.random.default_rng(0).standard_normal((4, 64)).astype(np.float32)
+    x[0, 17] = np.nan
+    x[1] = -0.0
+    x[2] = 0.0
+    x[2, 5] = -0.0
+    ours, want = run_both(text, [x])
+    assert_matches(ours[0], want[0], 0, "max")
+
+
+def test_variadic_argmax_reduce_with_fused_producers():
+    comp = """argmax {
+  a = f32[] parameter(0)
+  i = s32[] parameter(1)
+  b = f32[] parameter(2)
+  j = s32[] parameter(3)
+  gt = pred[] compare(a, b), direction=GT
+  eq = pred[] compare(a, b), direction=EQ
+  lt = pred[] compare(i, j), direction=LT
+  tie = pred[] and(eq, lt)
+  pick = pred[] or(gt, tie)
+  v = f32[] select(pick, a, b)
+  k = s32[] select(pick, i, j)
+  ROOT t = (f32[], s32[]) tuple(v, k)
+}"""
+    check(module("""
+        x = f32[12,70] parameter(0)
+        e = f32[12,70] exponential(x)
+        i = s32[12,70] iota(), iota_dimension=1
+        m = f32[] constant(-inf)
+        z = s32[] constant(0)
+        ROOT r = (f32[12], s32[12]) reduce(e, i, m, z), dimensions={1}, to_apply=argmax""",
+                 comp))
+
+
+def test_reduce_window_with_padding_strides_and_dilation():
+    check(module("""
+        x = f32[2,11,13,3] parameter(0)
+        z = f32[] constant(-inf)
+        ROOT r = f32[2,6,4,3] reduce-window(x, z), window={size=1x3x3x1 stride=1x2x3x1 pad=0_0x1_1x1_1x0_0 rhs_dilate=1x1x2x1}, to_apply=max_f32""",
+                 MAX_F32))
+    check(module("""
+        x = f32[9,8] parameter(0)
+        z = f32[] constant(0)
+        ROOT r = f32[17,8] reduce-window(x, z), window={size=2x1 pad=1_0x0_0 lhs_dilate=2x1}, to_apply=add_f32""",
+                 ADD["f32"]))
+
+
+# ------------------------------------------------------------------------------ fft
+
+@pytest.mark.parametrize("x,out,attrs", [
+    ("c64[3,16]", "c64[3,16]", "fft_type=FFT, fft_length={16}"),
+    ("c64[3,12]", "c64[3,12]", "fft_type=IFFT, fft_length={12}"),
+    ("f32[3,10]", "c64[3,6]", "fft_type=RFFT, fft_length={10}"),
+    ("c64[3,9]", "f32[3,16]", "fft_type=IRFFT, fft_length={16}"),
+    ("c64[2,4,6]", "c64[2,4,6]", "fft_type=FFT, fft_length={4,6}"),
+    ("f32[4,6]", "c64[4,4]", "fft_type=RFFT, fft_length={4,6}"),
+    ("c128[2,8]", "c128[2,8]", "fft_type=FFT, fft_length={8}"),
+])
+def test_fft(x, out, attrs):
+    check(module(f"""
+        x = {x} parameter(0)
+        ROOT f = {out} fft(x), {attrs}"""), rel=1e-6)
+
+
+# ----------------------------------------------------------------- gather, scatter, sort
+
+def test_gather_rows_and_windows():
+    check(module("""
+        x = f32[10,6] parameter(0)
+        i = s32[5] parameter(1)
+        ROOT g = f32[5,6] gather(x, i), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,6}"""))
+    check(module("""
+        x = f32[8,9,4] parameter(0)
+        i = s32[3,2] parameter(1)
+        ROOT g = f32[3,2,3,4] gather(x, i), offset_dims={1,2,3}, collapsed_slice_dims={}, start_index_map={0,1}, index_vector_dim=1, slice_sizes={2,3,4}"""))
+
+
+def test_scatter_add_with_repeated_and_out_of_range_indices():
+    text = module("""
+        x = f32[10,4] parameter(0)
+        i = s32[6,1] parameter(1)
+        u = f32[6,4] parameter(2)
+        ROOT s = f32[10,4] scatter(x, i, u), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add_f32""",
+                  ADD["f32"])
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((10, 4)).astype(np.float32)
+    i = np.array([[3], [3], [-1], [9], [10], [0]], np.int32)
+    u = rng.standard_normal((6, 4)).astype(np.float32)
+    ours, want = run_both(text, [x, i, u])
+    assert_matches(ours[0], want[0], 0, "scatter")
+
+
+def test_scatter_overwrite_last_update_wins():
+    overwrite = "set { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT r = f32[] copy(b) }"
+    text = module("""
+        x = f32[5] parameter(0)
+        i = s32[4,1] parameter(1)
+        u = f32[4] parameter(2)
+        ROOT s = f32[5] scatter(x, i, u), update_window_dims={}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=set""",
+                  overwrite)
+    ours, want = run_both(text, [np.zeros(5, np.float32), np.array([[1], [2], [1], [4]], np.int32),
+                                 np.array([1, 2, 3, 4], np.float32)])
+    assert_matches(ours[0], want[0], 0, "scatter set")
+
+
+def test_sort_variadic_stable_descending():
+    comp = """gt {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  i = s32[] parameter(2)
+  j = s32[] parameter(3)
+  ROOT r = pred[] compare(a, b), direction=GT
+}"""
+    text = module("""
+        x = f32[3,57] parameter(0)
+        i = s32[3,57] iota(), iota_dimension=1
+        ROOT s = (f32[3,57], s32[3,57]) sort(x, i), dimensions={1}, is_stable=true, to_apply=gt""",
+                  comp)
+    x = np.round(np.random.default_rng(0).standard_normal((3, 57)).astype(np.float32) * 2)
+    ours, want = run_both(text, [x])
+    for g, w in zip(ours, want):
+        assert_matches(g, w, 0, "sort")
+
+
+@pytest.mark.parametrize("largest", ["true", "false"])
+def test_topk_orders_nan_first_and_keeps_ties_in_place(largest):
+    text = module(f"""
+        x = f32[4,33] parameter(0)
+        ROOT t = (f32[4,5], s32[4,5]) topk(x), k=5, largest={largest}""")
+    x = np.round(np.random.default_rng(0).standard_normal((4, 33)).astype(np.float32))
+    x[0, 3], x[1, 7], x[2, 9] = np.nan, np.inf, -np.inf
+    ours, want = run_both(text, [x])
+    for g, w in zip(ours, want):
+        assert_matches(g, w, 0, "topk")
+
+
+def test_xla_topk_custom_call():
+    gt = "gt { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT r = pred[] compare(a, b), direction=GT }"
+    text = module("""
+        x = f32[3,20] parameter(0)
+        ROOT t = (f32[3,4], s32[3,4]) custom-call(x), custom_call_target="TopK", called_computations={gt}""", gt)
+    x = np.round(np.random.default_rng(1).standard_normal((3, 20)).astype(np.float32) * 3)
+    ours, want = run_both(text, [x])
+    for g, w in zip(ours, want):
+        assert_matches(g, w, 0, "TopK")
+
+
+def test_select_and_scatter_max_pool_gradient():
+    ge = "ge { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT r = pred[] compare(a, b), direction=GE }"
+    check(module("""
+        x = f32[2,8,8,3] parameter(0)
+        s = f32[2,4,4,3] parameter(1)
+        z = f32[] constant(0)
+        ROOT r = f32[2,8,8,3] select-and-scatter(x, s, z), window={size=1x2x2x1 stride=1x2x2x1}, select=ge, scatter=add_f32""",
+                 ge + "\n" + ADD["f32"]))
+
+
+# ------------------------------------------------------------------- data movement
+
+def test_data_movement_fused_into_one_kernel():
+    text = module("""
+        x = f32[4,6] parameter(0)
+        y = f32[3] parameter(1)
+        t = f32[6,4] transpose(x), dimensions={1,0}
+        s = f32[6,2] slice(t), slice={[0:6], [1:4:2]}
+        r = f32[12] reshape(s)
+        k = f32[2] constant({1.5, -2})
+        c = f32[17] concatenate(r, y, k), dimensions={0}
+        v = f32[17] reverse(c), dimensions={0}
+        z = f32[] constant(0)
+        p = f32[22] pad(v, z), padding=2_3_0
+        q = f32[33] pad(v, z), padding=-1_1_1
+        b = f32[3,22] broadcast(p), dimensions={1}
+        i = s32[] parameter(2)
+        d = f32[3,5] dynamic-slice(b, i, i), dynamic_slice_sizes={3,5}
+        ROOT o = (f32[3,22], f32[33], f32[3,5]) tuple(b, q, d)""")
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal((4, 6)).astype(np.float32), rng.standard_normal(3).astype(np.float32),
+            np.int32(7)]
+    ours, want = run_both(text, args)
+    for g, w in zip(ours, want):
+        assert_matches(g, w, 0, "data movement")
+
+
+def test_dynamic_update_slice_and_bitcast_with_layouts():
+    text = module("""
+        x = f32[6,5] parameter(0)
+        u = f32[2,3] parameter(1)
+        i = s32[] parameter(2)
+        j = s32[] parameter(3)
+        d = f32[6,5] dynamic-update-slice(x, u, i, j)
+        b = f32[5,6]{0,1} bitcast(d)
+        e = f32[5,6] add(b, b)
+        ROOT o = (f32[6,5], f32[5,6]) tuple(d, e)""")
+    rng = np.random.default_rng(0)
+    for i, j in ((1, 1), (-3, 9), (5, 4)):
+        args = [rng.standard_normal((6, 5)).astype(np.float32),
+                rng.standard_normal((2, 3)).astype(np.float32), np.int32(i), np.int32(j)]
+        ours, want = run_both(text, args)
+        for g, w in zip(ours, want):
+            assert_matches(g, w, 0, f"dus at {i},{j}")
+
+
+def test_large_kernels_split_across_threads_give_the_same_answer():
+    """Loops, row and column reductions big enough for the OpenMP team (chunks taken from
+    a shared counter), against the interpreter."""
+    from hlo_opt.targets import cpu_facts
+    text = module("""
+        x = f32[1024,600] parameter(0)
+        e = f32[1024,600] exponential(x)
+        z = f32[] constant(0)
+        r = f32[1024] reduce(e, z), dimensions={1}, to_apply=add_f32
+        c = f32[600] reduce(e, z), dimensions={0}, to_apply=add_f32
+        ROOT t = (f32[1024,600], f32[1024], f32[600]) tuple(e, r, c)""", ADD["f32"])
+    exe = hlo_opt.compile(text)
+    assert any(k.parallel(2, cpu_facts.PARALLEL_MIN_WORK) for k in exe.kernels.values())
+    check(text, rel=1e-5)

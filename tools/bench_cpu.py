@@ -1,0 +1,336 @@
+"""Benchmark our CPU code against XLA:CPU and op-at-a-time numpy (the interpreter).
+
+    python -m hlo_opt.tools.bench_cpu                 # every JAX fixture of tests/corpus
+    python -m hlo_opt.tools.bench_cpu softmax mlp     # fixtures whose name contains a word
+    python -m hlo_opt.tools.bench_cpu --limits        # also the physical limits section
+
+Per fixture, in one process: compile time from a cold cache (ours: parse -> machine code;
+XLA's: parse -> StableHLO -> XLA:CPU executable), then the median per-call time of each
+runtime. Ours runs twice: IEEE arithmetic with denormals (the default, what the interpreter
+computes) and with denormals flushed to zero, XLA:CPU's own floating-point mode, which is the
+like-for-like comparison with XLA. Calls are interleaved in rounds (ours, ours ftz, XLA, ...)
+so that load from other processes on the machine hits all alike; XLA runs on device buffers
+placed beforehand, ours on numpy arrays (outputs allocated per call), the interpreter a few
+times only. Ratios: ours/XLA (< 1 is faster than XLA) and numpy/ours. Modules without dot
+or convolution are the elementwise/reduction class. Geomeans over all fixtures and per class.
+
+--limits measures the machine (memcpy bandwidth, FMA peak of one and all cores) and how
+close two large kernels come: a memory-bound fused elementwise kernel (bytes moved /
+bandwidth) and a compute-bound matmul (flops / peak); best of 15 calls each, outputs reused.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import pathlib
+import statistics
+import sys
+import time
+import warnings
+
+import numpy as np
+
+from .. import evaluate, parse
+from .hlo_run import random_inputs
+
+CORPUS = pathlib.Path(__file__).resolve().parent.parent / "tests" / "corpus"
+
+
+def _median_call(fn, calls: int) -> float:
+    times = []
+    for _ in range(calls):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def _xla_runner(text: str):
+    """(compile seconds, call) of XLA:CPU, or None where XLA is unavailable or refuses."""
+    from .. import xla_oracle
+    if not xla_oracle.available():
+        return None
+    try:
+        compiled = xla_oracle.compile(text)
+    except xla_oracle.XlaError:
+        return None
+    jax = xla_oracle._xla.jax
+    device = compiled.executable.local_devices()[0]
+
+    def prepare(args):
+        with jax.enable_x64(True):
+            buffers = [jax.device_put(np.ascontiguousarray(a), device) for a in args]
+
+        def call():
+            for o in compiled.executable.execute(buffers):
+                o.block_until_ready()
+        return call
+    return compiled.seconds, prepare
+
+
+def bench_module(path: pathlib.Path, rounds: int, calls: int, numpy_calls: int) -> dict:
+    from ..lowering import compile as compile_cpu
+    from ..lowering.runtime import clear_caches
+    text = path.read_text()
+    clear_caches()                      # compile time from cold: no kernel of earlier modules
+    start = time.perf_counter()
+    module = parse(text, str(path))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        exe = compile_cpu(module)
+    ours_compile = time.perf_counter() - start
+    args = random_inputs(module, seed=0)
+    row = {"name": path.name.removesuffix(".hlo"), "ours_compile": ours_compile,
+           "fallbacks": len(exe.stats["fallbacks"]), "peak_bytes": exe.stats["peak_bytes"],
+           "kernels": exe.stats["kernels"],
+           "class": "dot/conv" if any(i.opcode in ("dot", "convolution")
+                                      for i in module.instructions()) else "elementwise/reduce"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        exe_ftz = compile_cpu(module, flush_denormals=True)
+    ours = lambda: exe.run(args)   # noqa: E731
+    ours_ftz = lambda: exe_ftz.run(args)   # noqa: E731
+    ours()
+    ours_ftz()
+    xla = _xla_runner(text)
+    xla_call = None
+    if xla is not None:
+        row["xla_compile"], prepare = xla
+        xla_call = prepare(args)
+        xla_call()
+    ours_t, ftz_t, xla_t = [], [], []
+    for _ in range(rounds):
+        ours_t.append(_median_call(ours, calls))
+        ftz_t.append(_median_call(ours_ftz, calls))
+        if xla_call:
+            xla_t.append(_median_call(xla_call, calls))
+    row["ours"] = statistics.median(ours_t)
+    row["ours_ftz"] = statistics.median(ftz_t)
+    if xla_t:
+        row["xla"] = statistics.median(xla_t)
+    with np.errstate(all="ignore"):
+        row["numpy"] = _median_call(lambda: evaluate(module, args), numpy_calls)
+    return row
+
+
+def _fmt_time(s: float | None) -> str:
+    if s is None:
+        return "-"
+    return f"{s * 1e6:9.1f}" if s < 0.1 else f"{s * 1e3:8.1f}m"
+
+
+def _geomean(values) -> float:
+    values = [v for v in values if v and v > 0]
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
+
+
+def _ratio(a, b) -> str:
+    return f"{a / b:8.2f}" if a and b else "       -"
+
+
+def report(rows: list[dict]) -> str:
+    head = (f"{'module':22s} {'class':6s} {'ours us':>9s} {'ftz us':>9s} {'xla us':>9s} "
+            f"{'numpy us':>9s} {'ours/xla':>8s} {'ftz/xla':>8s} {'numpy/ours':>10s} "
+            f"{'compile':>8s} {'xla':>6s} fb")
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        lines.append(
+            f"{r['name']:22s} {r['class'][:6]:6s} {_fmt_time(r['ours'])} "
+            f"{_fmt_time(r['ours_ftz'])} {_fmt_time(r.get('xla'))} {_fmt_time(r['numpy'])} "
+            f"{_ratio(r['ours'], r.get('xla'))} {_ratio(r['ours_ftz'], r.get('xla'))} "
+            f"{r['numpy'] / r['ours']:10.1f} {r['ours_compile']:7.2f}s "
+            f"{r.get('xla_compile', float('nan')):5.2f}s {r['fallbacks'] or ''}")
+    lines.append("")
+    for label, subset in (("all", rows),
+                          ("elementwise/reduce", [r for r in rows if r["class"] != "dot/conv"]),
+                          ("dot/conv", [r for r in rows if r["class"] == "dot/conv"])):
+        with_xla = [r for r in subset if r.get("xla")]
+        if not subset:
+            continue
+        lines.append(
+            f"geomean {label:18s} ours/xla {_geomean(r['ours'] / r['xla'] for r in with_xla):5.2f}"
+            f"  ftz/xla {_geomean(r['ours_ftz'] / r['xla'] for r in with_xla):5.2f}"
+            f"  numpy/ours {_geomean(r['numpy'] / r['ours'] for r in subset):6.1f}"
+            f"  compile ours {_geomean(r['ours_compile'] for r in subset):5.2f}s"
+            f" xla {_geomean(r.get('xla_compile') for r in with_xla):5.2f}s ({len(subset)} modules)")
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------- physical limits
+
+def _fma_peak(threads: int) -> float:
+    """Measured f32 FMA throughput (flop/s) of `threads` cores: 16 independent vector
+    accumulators per core, a loop the compiler cannot shorten (one core: by thread CPU
+    time, so other processes on the machine do not count)."""
+    import ctypes
+
+    from llvmlite import ir
+
+    from ..lowering import jit
+    from ..lowering.intrinsics import call
+    from ..lowering.ltypes import F32, I64, VOID
+    from ..targets import cpu_facts
+    lanes = cpu_facts.PREFERRED_VECTOR_BITS // 32
+    vt = ir.VectorType(F32, lanes)
+    mod = jit.new_module("fma_peak")
+    fn = ir.Function(mod, ir.FunctionType(VOID, [I64, ir.PointerType()]), "fma_peak")
+    jit.tune(fn)
+    n, out = fn.args
+    entry = fn.append_basic_block("entry")
+    loop = fn.append_basic_block("loop")
+    done = fn.append_basic_block("done")
+    b = ir.IRBuilder(entry)
+    one = ir.Constant(vt, [1.0000001] * lanes)
+    b.branch(loop)
+    b.position_at_end(loop)
+    i = b.phi(I64)
+    i.add_incoming(I64(0), entry)
+    accs = []
+    for k in range(16):
+        p = b.phi(vt)
+        p.add_incoming(ir.Constant(vt, [float(k)] * lanes), entry)
+        accs.append(p)
+    new = [call(b, "llvm.fma", [a, one, one]) for a in accs]
+    for p, v in zip(accs, new):
+        p.add_incoming(v, loop)
+    nxt = b.add(i, I64(1))
+    i.add_incoming(nxt, loop)
+    b.cbranch(b.icmp_signed("<", nxt, n), loop, done)
+    b.position_at_end(done)
+    total = new[0]
+    for v in new[1:]:
+        total = b.fadd(total, v)
+    b.store(b.extract_element(total, I64(0)), out)
+    b.ret_void()
+    address = jit.compile_ir(str(mod), ["fma_peak"])["fma_peak"]
+    f = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_void_p)(address)
+    iters = 20_000_000
+    flops = iters * 16 * lanes * 2
+    sink = [np.zeros(1, np.float32) for _ in range(threads)]
+    f(1000, sink[0].ctypes.data)
+
+    def run(s):
+        start = time.thread_time()
+        f(iters, s.ctypes.data)
+        return time.thread_time() - start
+    from concurrent.futures import ThreadPoolExecutor
+    best = 0.0
+    for _ in range(3):
+        start = time.perf_counter()
+        with ThreadPoolExecutor(threads) as pool:
+            cpu = list(pool.map(run, sink))
+        elapsed = time.perf_counter() - start
+        # One thread: its own CPU time, immune to other processes; several: wall time,
+        # what the cores deliver together right now.
+        best = max(best, flops / cpu[0] if threads == 1 else threads * flops / elapsed)
+    return best
+
+
+def _best(fn, calls: int = 15) -> float:
+    """Fastest of `calls` calls: what the machine can do when nothing else interferes
+    (limits are about the hardware; the fixtures' medians are about typical behaviour)."""
+    return min(_median_call(fn, 1) for _ in range(calls))
+
+
+def limits() -> str:
+    from ..lowering import compile as compile_cpu
+    from ..targets import cpu_facts
+    n = 1 << 24
+    a = np.random.default_rng(0).standard_normal(n).astype(np.float32)
+    dst = np.empty_like(a)
+    copy_t = _best(lambda: np.copyto(dst, a))
+    bandwidth = 2 * a.nbytes / copy_t                 # read + write
+    threads = cpu_facts.threads()
+    peak1, measured = _fma_peak(1), _fma_peak(threads)
+    peak = peak1 * threads              # what all cores would give if nothing else ran
+    lines = [f"memcpy bandwidth {bandwidth / 1e9:.1f} GB/s (numpy copy of 64 MiB, read+write); "
+             f"f32 FMA peak {peak1 / 1e9:.0f} GFLOP/s on one core (x{threads} cores = "
+             f"{peak / 1e9:.0f}; measured on {threads} now: {measured / 1e9:.0f})"]
+    text = f"""HloModule membound
+ENTRY e {{
+  x = f32[{n}] parameter(0)
+  y = f32[{n}] parameter(1)
+  m = f32[{n}] multiply(x, y)
+  ROOT r = f32[{n}] add(m, x)
+}}"""
+    exe = compile_cpu(text)
+    y = a[::-1].copy()
+    out = exe(a, y)                       # outputs reused: page faults are not bandwidth
+    t = _best(lambda: exe.run([a, y], out))
+    moved = 3 * a.nbytes
+    lines.append(f"memory-bound  x*y+x on 2 x 64 MiB f32: {t * 1e3:.2f} ms = "
+                 f"{moved / t / 1e9:.1f} GB/s, limit {moved / bandwidth * 1e3:.2f} ms "
+                 f"-> {moved / bandwidth / t * 100:.0f}% of memcpy bandwidth")
+    size = 1024
+    text = f"""HloModule computebound
+ENTRY e {{
+  x = f32[{size},{size}] parameter(0)
+  y = f32[{size},{size}] parameter(1)
+  ROOT d = f32[{size},{size}] dot(x, y), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
+}}"""
+    exe = compile_cpu(text)
+    x = np.random.default_rng(1).standard_normal((size, size)).astype(np.float32)
+    out = exe(x, x)
+    t = _best(lambda: exe.run([x, x], out))
+    flops = 2 * size ** 3
+    blas = _best(lambda: x @ x)
+    line = (f"compute-bound f32 matmul {size}^3: {t * 1e3:.2f} ms = {flops / t / 1e9:.0f} "
+            f"GFLOP/s, limit {flops / peak * 1e3:.2f} ms -> {flops / peak / t * 100:.0f}% of "
+            f"peak (numpy/OpenBLAS {flops / blas / 1e9:.0f} GFLOP/s")
+    xla = _xla_runner(text)
+    if xla is not None:
+        call = xla[1]([x, x])
+        call()
+        xt = _best(call)
+        line += f", XLA:CPU {flops / xt / 1e9:.0f} GFLOP/s"
+    lines.append(line + ")")
+    # One core, timed by the thread's CPU time: immune to other processes on the machine.
+    from ..lowering.runtime import clear_caches
+    saved, cpu_facts.PARALLEL_MIN_WORK = cpu_facts.PARALLEL_MIN_WORK, float("inf")
+    try:
+        clear_caches()
+        serial = compile_cpu(text.replace("computebound", "computebound_serial"))
+    finally:
+        cpu_facts.PARALLEL_MIN_WORK = saved
+        clear_caches()
+    serial.run([x, x], out)
+    cpu = min(_thread_time(lambda: serial.run([x, x], out)) for _ in range(7))
+    lines.append(f"compute-bound on one core (thread CPU time): {flops / cpu / 1e9:.0f} GFLOP/s "
+                 f"-> {flops / cpu / peak1 * 100:.0f}% of the one-core peak")
+    return "\n".join(lines)
+
+
+def _thread_time(fn) -> float:
+    start = time.thread_time()
+    fn()
+    return time.thread_time() - start
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="bench_cpu", description=__doc__.split("\n\n")[0])
+    p.add_argument("names", nargs="*", help="only fixtures whose file name contains one")
+    p.add_argument("--rounds", type=int, default=5, help="interleaved rounds (default 5)")
+    p.add_argument("--calls", type=int, default=40, help="calls per round (default 40)")
+    p.add_argument("--numpy-calls", type=int, default=3)
+    p.add_argument("--xla-opt", action="store_true", help="also XLA-optimized fixtures")
+    p.add_argument("--limits", action="store_true", help="measure the physical limits too")
+    args = p.parse_args(argv)
+    files = sorted(CORPUS.glob("*.hlo"))
+    if not args.xla_opt:
+        files = [f for f in files if not f.name.endswith(".xla_opt.hlo")]
+    if args.names:
+        files = [f for f in files if any(n in f.name for n in args.names)]
+    rows = []
+    for f in files:
+        rows.append(bench_module(f, args.rounds, args.calls, args.numpy_calls))
+        print(f"  {rows[-1]['name']}: ours {_fmt_time(rows[-1]['ours'])} us, "
+              f"xla {_fmt_time(rows[-1].get('xla'))} us", file=sys.stderr, flush=True)
+    print(report(rows))
+    if args.limits:
+        print()
+        print(limits())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
