@@ -1,0 +1,197 @@
+"""Types and attributes as egglog text, and back (the field layout is schema.py's contract).
+
+Encoding writes `(T "f32" (vec-of 8 128) "")` for a Shape and `(Av (vec-of 1 0) "")` for a
+transpose's attributes; decoding turns the fields read from a frozen e-graph back into
+Shapes and typed IR attributes. Attributes outside the opcode's schema fields go into `rest`,
+a canonical string that keys a side table holding their typed values (`RestTable`).
+"""
+from __future__ import annotations
+
+import re
+import urllib.parse
+from typing import Callable, Sequence
+
+from .. import attributes
+from ..ir import Computation, Instruction
+from ..shape import AnyShape, Shape, TupleShape, default_layout
+from .callees import Callees
+from .schema import ATTR_FIELDS, attr_constructor
+
+# Attributes never encoded: metadata is restored per instruction by the decoder, and
+# control-predecessors name instructions that may not survive optimization.
+NOT_ENCODED = frozenset({"metadata", "control-predecessors"})
+
+# Schema fields stored in one IR attribute of per-dimension triples.
+SPREAD = {"slice": "slice", "pad": "padding"}
+
+# Vector fields left out of the decoded instruction when empty (XLA's defaults).
+OMITTED_WHEN_EMPTY = frozenset({"lhs_batch_dims", "rhs_batch_dims"})
+
+_ESCAPES = {"%": "%25", '"': "%22", "\\": "%5C", "\t": "%09", "\n": "%0A", "\r": "%0D"}
+_NEEDS_ESCAPE = re.compile('[%"\\\\\t\n\r]')
+
+
+def egg_string(text: str) -> str:
+    """A quoted egglog string literal; characters egglog's lexer or TSV files cannot hold
+    are percent-encoded, injectively, so equal attributes still give equal strings."""
+    if _NEEDS_ESCAPE.search(text):
+        text = "".join(_ESCAPES.get(c, c) for c in text)
+    return f'"{text}"'
+
+
+def unescape(text: str) -> str:
+    """Inverse of egg_string's percent-encoding (without the quotes)."""
+    return urllib.parse.unquote(text) if "%" in text else text
+
+
+def ivec(values: Sequence[int]) -> str:
+    return f"(vec-of {' '.join(map(str, values))})" if values else "(vec-empty)"
+
+
+# --- types ---------------------------------------------------------------------------------
+
+def type_text(shape: AnyShape) -> str:
+    """(T dtype dims extra), extra = the full shape text when its layout is not the default
+    or a dimension is dynamic; (TT (vec-of ...)) for tuples."""
+    if shape.is_tuple:
+        if not shape.elements:
+            return "(TT (vec-empty))"
+        return f"(TT (vec-of {' '.join(type_text(e) for e in shape.elements)}))"
+    return f'(T "{shape.element_type}" {ivec(shape.dims)} {egg_string(type_extra(shape))})'
+
+
+def type_extra(shape: Shape) -> str:
+    layout = shape.layout
+    if shape.dynamic or (layout is not None and layout != default_layout(shape.rank)):
+        return shape.to_text()
+    return ""
+
+
+def array_shape(element_type: str, dims: Sequence[int], extra: str,
+                extras: dict[str, Shape]) -> Shape:
+    """The Shape of (T element_type dims extra); `extras` maps extra texts seen while encoding
+    to their Shapes (rules copy types, they never invent layouts)."""
+    if extra:
+        return extras[extra]
+    return Shape(element_type, tuple(dims), default_layout(len(dims)))
+
+
+def tuple_shape(elements: Sequence[AnyShape]) -> TupleShape:
+    return TupleShape(tuple(elements))
+
+
+# --- attributes ----------------------------------------------------------------------------
+
+class RestTable:
+    """rest string -> the typed attributes it stands for (computations as IR objects)."""
+
+    def __init__(self):
+        self.attrs: dict[str, tuple[tuple[str, object], ...]] = {"": ()}
+
+    def add(self, items: list[tuple[str, object]], name_of: Callable[[Computation], str],
+            unique: int | None = None) -> str:
+        """The canonical string of `items`; `unique` marks it so that no other instruction
+        has the same one (instructions that must never be merged)."""
+        if not items and unique is None:
+            return ""
+        items.sort(key=lambda kv: kv[0])
+        text = ", ".join(f"{k}={_value_text(k, v, name_of)}" for k, v in items)
+        if unique is not None:
+            text += f"; unique={unique}"
+        self.attrs.setdefault(text, tuple(items))
+        return text
+
+
+def _value_text(name: str, value, name_of: Callable[[Computation], str]) -> str:
+    if isinstance(value, Computation):
+        return name_of(value)
+    if isinstance(value, tuple) and value and isinstance(value[0], Computation):
+        return "{" + ",".join(name_of(c) for c in value) + "}"
+    return attributes.encode(name, value)
+
+
+def schema_fields(inst: Instruction, name_of: Callable[[Computation], str],
+                  value: str = "") -> tuple[list, list[tuple[str, object]]]:
+    """(field values in schema order, the instruction's other encodable attributes).
+
+    `value` is the canonical scalar text of a constant (its `value` field)."""
+    fields = ATTR_FIELDS.get(inst.opcode, ())
+    attrs = inst.attrs
+    if not fields and not attrs:
+        return [], []
+    used = set()
+    values: list = []
+    spread = SPREAD.get(inst.opcode)
+    if spread is not None:
+        triples = attrs.get(spread, ())
+        values = [tuple(t[i] for t in triples) for i in range(3)]
+        used.add(spread)
+    else:
+        for name, kind in fields:
+            used.add(name)
+            v = attrs.get(name)
+            if name == "value":
+                values.append(value)
+            elif kind == "v":
+                values.append(tuple(v) if v is not None else ())
+            elif kind == "i":
+                values.append(int(v) if v is not None else 0)
+            elif isinstance(v, Computation):
+                values.append(name_of(v))
+            else:
+                values.append("" if v is None else str(v))
+    rest = [(k, v) for k, v in attrs.items() if k not in used and k not in NOT_ENCODED]
+    return values, rest
+
+
+def attr_text(opcode: str, values: Sequence, rest: str) -> str:
+    """(A... field ... rest) for `opcode`'s schema fields."""
+    return attr_value_text(attr_constructor(opcode), (*values, rest))
+
+
+def attr_value_text(constructor: str, fields: Sequence) -> str:
+    """Egglog text of an Attr value given as (constructor, fields with rest last), the form
+    frozen.Values.attr decodes."""
+    parts = [constructor]
+    for kind, v in zip(constructor[1:] + "s", fields):
+        parts.append(ivec(v) if kind == "v" else str(v) if kind == "i" else egg_string(v))
+    return "(" + " ".join(parts) + ")"
+
+
+def named_attrs(opcode: str, fields: Sequence, rests: RestTable) -> dict:
+    """Attributes by name as a cost model reads them: schema fields (slice and pad spread
+    as start/limit/stride, low/high/interior) and the typed values behind `rest`."""
+    out = {name: v for (name, _), v in zip(ATTR_FIELDS.get(opcode, ()), fields)}
+    out.update(rests.attrs[fields[-1]])
+    return out
+
+
+def ir_attrs(opcode: str, values: Sequence, rest: str, rests: RestTable, callees: Callees,
+             result: AnyShape) -> dict:
+    """Typed IR attributes of a decoded term; callee names ("@c3", or a reducer op such as
+    "add" at the result's element type) become the output module's computations."""
+    out: dict = {}
+    fields = ATTR_FIELDS.get(opcode, ())
+    element_type = None if result.is_tuple else result.element_type
+    spread = SPREAD.get(opcode)
+    if spread is not None:
+        out[spread] = tuple(zip(*values)) if values and values[0] else ()
+    else:
+        for (name, kind), v in zip(fields, values):
+            if name == "value":
+                continue
+            if kind == "v":
+                if v or name not in OMITTED_WHEN_EMPTY:
+                    out[name] = tuple(v)
+            elif kind == "i":
+                out[name] = int(v)
+            elif v != "":
+                is_callee = attributes.KINDS.get(name) == "computation"
+                out[name] = callees.resolve(v, element_type) if is_callee else v
+    for name, value in rests.attrs[rest]:
+        if isinstance(value, Computation):
+            value = callees.output(value)
+        elif isinstance(value, tuple) and value and isinstance(value[0], Computation):
+            value = tuple(callees.output(c) for c in value)
+        out[name] = value
+    return out
