@@ -12,18 +12,21 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..dtypes import DTYPES
 from ..errors import HloError
 from ..ir import Computation, Instruction, Module
 from ..shape import Shape, array
-from ..shape_inference import INFERABLE, infer_shape
+from ..shape_inference import ELEMENTWISE, INFERABLE, infer_shape
 from ..verifier import verify
 from .constants import representable, scalar_from_text
 from .rule_functions import NoValue
-from .rule_ir import Lit, PNode, RNode, RuleIR, Var, evaluate
-from .rule_types import operand_type
+from .rule_ir import Apply, Lit, PNode, RNode, RuleIR, Var, evaluate
+from .rule_types import OP_CLASSES, operand_type
 from .samplers import DTYPE_CHOICES, FREE, SAMPLERS, Reject, no_free_fields
 
 REDUCERS = {"add", "multiply", "maximum", "minimum", "and", "or"}
+# Ops whose sampler takes any shape the position expects (samplers.py).
+ADAPTABLE = frozenset({"broadcast", "reshape", "convert", "iota"})
 
 
 class IllTyped(Exception):
@@ -88,12 +91,17 @@ def ir_attrs(op: str, fields: dict, operands: list[Shape], builder: _Builder) ->
 
 
 class Instantiator:
-    def __init__(self, ir: RuleIR, rng: np.random.Generator):
-        self.ir, self.rng = ir, rng
+    """`fill(shape, rng)` draws the values of constants: variables the rule guards with
+    is_constant(x) become constants (a splat or a literal) instead of parameters."""
+
+    def __init__(self, ir: RuleIR, rng: np.random.Generator, fill=None):
+        self.ir, self.rng, self.fill = ir, rng, fill
         self.env: dict = {}
         self.insts: dict[str, Instruction] = {}
         self.params: list[Instruction] = []
         self.base = self.random_shape(free=True)
+        self.constants = {g.args[0].name for g in ir.guards
+                          if isinstance(g, Apply) and g.fn == "is_constant"}
 
     def random_shape(self, free: bool = False) -> Shape:
         if not free and self.rng.random() < 0.5:
@@ -153,6 +161,8 @@ class Instantiator:
                 return self.insts[node.var]
             use = expected is not None and self.rng.random() < 0.9
             shape = expected if use else self.random_shape()
+            if node.var in self.constants:
+                return self._bind(node.var, self._constant(shape, b))
             inst = b.add("parameter", shape, parameter_number=len(self.params))
             self.params.append(inst)
             return self._bind(node.var, inst)
@@ -166,28 +176,60 @@ class Instantiator:
         insts: list = [None] * n
         for i in sorted(range(n), key=lambda i: self._order(node.children[i])):
             exp = self._expected_operand(node.op, i, expected, shapes)
+            if exp is None and i == 0 and expected is not None:
+                exp = self._moved_operand(node, expected)
+            if exp is None and node.op == "concatenate":
+                exp = self._concatenated(node, expected, shapes)
+                child = node.children[i]
+                if child.op is not None and child.op not in ADAPTABLE:
+                    exp = None          # its shape comes from its own operands
             insts[i] = self.lhs(node.children[i], exp, b)
             shapes[i] = insts[i].shape
+        op = self._op(node, shapes)
         free = {name for name, v in node.attrs if isinstance(v, Var) and v.name not in self.env}
         fields = {name: FREE if name in free else self.value(v) for name, v in node.attrs}
-        result = SAMPLERS.get(node.op, no_free_fields)(self, shapes, fields, expected)
+        result = SAMPLERS.get(op, no_free_fields)(self, shapes, fields, expected)
         for name, v in node.attrs:
             if name in free:
                 self.env[v.name] = fields[name]
-        attrs = ir_attrs(node.op, fields, shapes, b)
+        attrs = ir_attrs(op, fields, shapes, b)
         if result is None:
-            if node.op not in INFERABLE or node.op == "broadcast":
+            if op not in INFERABLE or op == "broadcast":
                 if expected is None:
-                    raise Reject(f"no result shape for {node.op}")
+                    raise Reject(f"no result shape for {op}")
                 result = expected
             else:
                 try:
-                    result = infer_shape(node.op, shapes, attrs)
+                    result = infer_shape(op, shapes, attrs)
                 except HloError as e:
-                    raise Reject(f"invalid {node.op} ({_first_words(e.message)})") from None
+                    raise Reject(f"invalid {op} ({_first_words(e.message)})") from None
         if expected is not None and not result.compatible(expected):
             raise Reject("shapes do not fit")
-        return self._bind(node.var, b.add(node.op, result, insts, attrs))
+        return self._bind(node.var, b.add(op, result, insts, attrs))
+
+    def _op(self, node: PNode, shapes: list[Shape]) -> str:
+        """The opcode of a left-side node; an op class takes one of its members that accepts
+        the operands' element type, the same for every node of that class."""
+        if not node.op_var:
+            return node.op
+        if node.op_var not in self.env:
+            kind = DTYPES[shapes[0].element_type].kind if shapes else None
+            members = [m for m in OP_CLASSES[node.op] if kind in ELEMENTWISE[m][0]]
+            if not members:
+                raise Reject(f"no {node.op} op for {kind}")
+            self.env[node.op_var] = members[self.rng.integers(len(members))]
+        return self.env[node.op_var]
+
+    def _constant(self, shape: Shape, b: _Builder) -> Instruction:
+        """A splat (half the time) or a literal, with values from `fill`."""
+        if self.fill is None:
+            raise Reject("no values for constants")
+        if shape.rank and self.rng.random() < 0.5:
+            scalar = array(shape.element_type)
+            value = np.asarray(self.fill(scalar, self.rng)).reshape(())
+            c = b.add("constant", scalar, literal=value)
+            return b.add("broadcast", shape, [c], {"dimensions": ()})
+        return b.add("constant", shape, literal=np.asarray(self.fill(shape, self.rng)))
 
     def _bind(self, var: str, inst: Instruction) -> Instruction:
         self.insts[var] = inst
@@ -195,10 +237,52 @@ class Instantiator:
         return inst
 
     def _order(self, child: PNode) -> int:
-        """Operations and bound variables first: they give free siblings their shape."""
+        """Operations and bound variables first: they give free siblings their shape. Ops
+        whose sampler fits any expected shape (a broadcast, a reshape) come after them."""
         if child.splat is not None:
             return 2
+        if child.op in ADAPTABLE:
+            return 1
         return 1 if child.op is None and child.var not in self.insts else 0
+
+    def _moved_operand(self, node: PNode, result: Shape) -> Shape | None:
+        """The operand shape of a broadcast or transpose whose dimensions are already known,
+        so that its operand fits the expected result."""
+        dims = dict(node.attrs).get("dimensions")
+        if node.op not in ("broadcast", "transpose") or dims is None:
+            return None
+        try:
+            d = evaluate(dims, self.env)
+        except (NoValue, KeyError):
+            return None
+        if not all(0 <= i < result.rank for i in d):
+            return None
+        if node.op == "transpose" and sorted(d) != list(range(result.rank)):
+            return None
+        source = [result.dims[i] for i in d]
+        if node.op == "transpose":                   # result dim j is operand dim d[j]
+            source = [0] * len(d)
+            for j, i in enumerate(d):
+                source[i] = result.dims[j]
+        return array(result.element_type, source)
+
+    def _concatenated(self, node: PNode, result: Shape | None, shapes) -> Shape | None:
+        """An operand of a concatenate shaped like a sibling (or the result) except along
+        the concatenated dimension, which is drawn now if the rule leaves it open."""
+        known = next((sh for sh in shapes if sh is not None), result)
+        if known is None:
+            return None
+        if known.rank == 0:
+            raise Reject("concatenate of scalars")
+        dims = dict(node.attrs)["dimensions"]
+        if isinstance(dims, Var) and dims.name not in self.env:
+            self.env[dims.name] = (int(self.rng.integers(known.rank)),)
+        d = self.value(dims)
+        if len(d) != 1 or not 0 <= d[0] < known.rank:
+            return None
+        sizes = list(known.dims)
+        sizes[d[0]] = int(self.rng.integers(0, 5))
+        return array(known.element_type, sizes)
 
     def _expected_operand(self, op: str, i: int, result, shapes) -> Shape | None:
         lit = lambda s: None if s is None else Lit(s, "type")
@@ -215,11 +299,13 @@ class Instantiator:
             return self._copy(self.insts[node.ref], b, copies)
         shape = self.value(node.type)
         if node.kind == "splat":
-            return b.splat(node.splat, shape)
+            text = node.splat if node.value is None else str(self.value(node.value))
+            return b.splat(text, shape)
+        op = self.env[node.op_var] if node.op_var else node.op
         children = [self.rhs(c, b, copies) for c in node.children]
         fields = {name: self.value(v) for name, v in node.attrs}
-        attrs = ir_attrs(node.op, fields, [c.shape for c in children], b)
-        return b.add(node.op, shape, children, attrs)
+        attrs = ir_attrs(op, fields, [c.shape for c in children], b)
+        return b.add(op, shape, children, attrs)
 
     def _copy(self, inst: Instruction, b: _Builder, copies: dict) -> Instruction:
         """A left-side instruction (and its operands) in the right side's computation."""

@@ -17,6 +17,7 @@ from importlib import resources
 import numpy as np
 
 from ..ir import Computation, Module
+from ..kernels import executed_computations, kernel_report
 from ..targets import cost_model
 from .callees import Callees
 from .costs import node_costs
@@ -24,18 +25,23 @@ from .decode import decode
 from .encode import Encoding, Part
 from .extract import extract
 from .frozen import FrozenTerms
+from .fusion_rules import FusionPolicy
 from .ingest import load
+from .outline import fuse_module
 from .rules import compile_rules, load_rule_set
 from .run import Limits, RunReport, prepared, saturate
 
 
 def optimize(module: Module, rules="default", fp_mode: str = "xla", target: str = "cpu",
              time_limit: float = 60.0, node_limit: int = 200_000, iteration_limit: int = 30,
-             stats: bool = False):
+             stats: bool = False, fusion: bool = True):
     """The optimized module (a new Module; the input is not modified), or (module, report)
     with `stats`, the report a run.RunReport. `rules`: "default", "none", a rule file or
-    folder, a list of these, or an already compiled rule set."""
+    folder, a list of these, or an already compiled rule set. When the rules declare what
+    may fuse (`fuse`), the entry and the loop bodies are then fused for `target`, unless
+    `fusion` is False."""
     compiled = compiled_rules(rules, fp_mode)
+    model = cost_model(target)
     limits = Limits(iteration_limit, node_limit, time_limit)
     callees = Callees(module)
     report = RunReport(module.name)
@@ -53,12 +59,20 @@ def optimize(module: Module, rules="default", fp_mode: str = "xla", target: str 
         t0 = time.perf_counter()
         terms = FrozenTerms(prep.egraph, encoding.extras)
         report.eclasses = terms.n_classes
-        costs = node_costs(terms, cost_model(target), encoding.rests)
+        costs = node_costs(terms, model, encoding.rests)
         report.add_time("extract", time.perf_counter() - t0)
         entry = _Decoder(terms, costs, encoding, parts, callees, report).computation(
             module.entry)
     out = Module(module.name, _reachable(entry), entry, dict(module.attrs),
                  module.extra_sections)
+    if fusion and compiled.fuses:
+        t0 = time.perf_counter()
+        policy = FusionPolicy(compiled.fuses, compiled.limits, target)
+        out = fuse_module(out, executed_computations(out), policy, model)
+        report.add_time("fuse", time.perf_counter() - t0)
+    if stats:
+        report.kernels = f"{target}: {kernel_report(out).summary()}, " \
+                         f"estimated {model.module_cost(out) / 1000:,.1f} us"
     return (out, report) if stats else out
 
 

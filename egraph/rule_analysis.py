@@ -9,6 +9,7 @@ has a type the compiler can derive (rule_types.py), so egglog never has to guess
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import difflib
 
 from ..dtypes import DTYPES
@@ -18,13 +19,14 @@ from ..grammar.rules_parser import (Call, Comparison, Fold, IntList, Name, Numbe
 from ..ops import OPS, VARIADIC
 from .constants import number_text
 from .rule_functions import COMPARISONS, FUNCTIONS
-from .rule_ir import (ROOT, Apply, Compare, FoldIR, Lit, PNode, RNode, RuleIR, TypeOf, Var,
-                      kind_of)
-from .rule_types import dtype, operand_type, result_type
+from .rule_ir import (ROOT, Apply, Compare, FoldIR, Lit, MakeType, PNode, RNode, RuleIR, TypeOf,
+                      Var, kind_of)
+from .rule_types import CLASS_REPRESENTATIVE, OP_CLASSES, SHAPED, dtype, operand_type, result_type
 from .schema import ATTR_FIELDS
 
 FIELD_KINDS = {"v": "ints", "s": "str", "i": "int"}
 KIND_NAMES = {"ints": "a list of integers", "int": "an integer", "str": "a name or string",
+              "op": "an op class",
               "dtype": "an element type", "type": "a term", "term": "a term", "bool": "a guard"}
 COMMUTATIVE = frozenset({"add", "multiply", "maximum", "minimum", "and", "or", "xor"})
 SYMMETRIC_DIRECTIONS = frozenset({"EQ", "NE"})
@@ -34,6 +36,8 @@ BUILDERS = {"zeros_like": "0", "ones_like": "1"}
 DEFAULTS = {("dot", "lhs_batch_dims"): Lit((), "ints"), ("dot", "rhs_batch_dims"): Lit((), "ints"),
             ("compare", "type"): Lit("", "str")}
 BUILDABLE_LEAVES = frozenset({"iota"})
+ALIAS = "as"        # `broadcast(x, as=b)` on the left side names the matched broadcast b
+SHAPE = "shape"     # `reshape(x, shape=d)` on the right side gives the new term's dims
 
 
 def fields_of(op: str) -> list[tuple[str, str]]:
@@ -95,7 +99,7 @@ class _RuleAnalysis:
     # --- left side ---------------------------------------------------------------------
 
     def lhs_root(self, term) -> PNode:
-        if not (isinstance(term, Call) and term.name in OPS):
+        if not (isinstance(term, Call) and (term.name in OPS or term.name in OP_CLASSES)):
             if isinstance(term, Call):
                 self.op_info(term)              # says what the name is instead
             raise term.pos.error("the left side must be an operation such as add(x, 0), "
@@ -119,6 +123,7 @@ class _RuleAnalysis:
         if not isinstance(term, Call):
             raise term.pos.error(f"expected a term (an operation, variable or number), got "
                                  f"{_describe(term)}")
+        term, alias = self.split_keyword(term, ALIAS)
         info = self.op_info(term)
         children = [self.pattern(a) for a in term.args]
         attrs = self.lhs_attrs(term, k)
@@ -126,11 +131,33 @@ class _RuleAnalysis:
         commutative = term.name in COMMUTATIVE or (
             term.name == "compare" and isinstance(direction, Lit)
             and direction.value in SYMMETRIC_DIRECTIONS)
-        return PNode(f"i_n{k}", info.name, term.pos, children, attrs, f"i_t{k}",
-                     commutative=commutative and len(children) == 2)
+        var = f"i_n{k}" if alias is None else self.bind_alias(alias, k)
+        op_var = self.bind(Name(term.name, term.pos), "op").name if term.name in OP_CLASSES else ""
+        return PNode(var, info.name, term.pos, children, attrs, f"i_t{k}",
+                     commutative=commutative and len(children) == 2, op_var=op_var)
+
+    def split_keyword(self, term: Call, key: str):
+        """(the call without keyword `key`, that keyword's value or None)."""
+        value = dict(term.keywords).get(key)
+        if value is None:
+            return term, None
+        rest = tuple((n, v) for n, v in term.keywords if n != key)
+        return dataclasses.replace(term, keywords=rest), value
+
+    def bind_alias(self, alias, k: int) -> str:
+        """`as=b`: b names the matched term (a variable of its own, bound here)."""
+        if k == 0:
+            raise alias.pos.error("the whole matched term is 'root'; 'as' names a term inside it")
+        if not isinstance(alias, Name) or not _is_variable_name(alias.name):
+            raise alias.pos.error("'as' takes a variable name, e.g. broadcast(x, as=b)")
+        if alias.name in self.vars:
+            raise alias.pos.error(f"'{alias.name}' is already bound; 'as' needs a new name")
+        return self.bind(alias, "term").name
 
     def op_info(self, term: Call):
         info = OPS.get(term.name)
+        if term.name in OP_CLASSES:
+            info = dataclasses.replace(OPS[CLASS_REPRESENTATIVE[term.name]], name=term.name)
         if info is None:
             if term.name in FUNCTIONS:
                 raise term.pos.error(f"'{term.name}' is a function of attribute values, not a "
@@ -315,6 +342,8 @@ class _RuleAnalysis:
             return self.splat(number_text(term.text), expected, term.pos)
         if not isinstance(term, Call):
             raise term.pos.error(f"expected a term, got {_describe(term)}")
+        if term.name in FUNCTIONS and FUNCTIONS[term.name].public and term.name not in OPS:
+            return self.computed_splat(term, expected)
         if term.name in BUILDERS:
             if len(term.args) != 1 or term.keywords:
                 raise term.pos.error(f"{term.name} takes one term, e.g. {term.name}(x)")
@@ -323,12 +352,19 @@ class _RuleAnalysis:
                 raise term.args[0].pos.error(f"cannot derive the type of this term for "
                                              f"{term.name}")
             return self.splat(BUILDERS[term.name], type_, term.pos)
+        term, shape = self.split_keyword(term, SHAPE)
         info = self.op_info(term)
         if info.arity == 0 and info.name not in BUILDABLE_LEAVES:
             raise term.pos.error(f"a rule cannot build a new {info.name}"
                                  + ("; write a number" if info.name == "constant" else ""))
+        op_var = self.class_var(term)
         attrs = self.rhs_attrs(term)
         operand_types = [self.bottom_up(a) for a in term.args]
+        if shape is not None:
+            if expected is not None:
+                raise shape.pos.error("this term's type follows from its position; "
+                                      "leave out shape=")
+            expected = self.shaped_type(term, shape, operand_types)
         result = expected if expected is not None else result_type(
             term.name, operand_types, attrs)
         if result is None:
@@ -351,7 +387,38 @@ class _RuleAnalysis:
                         "with the left root's opcode copies unnamed attributes from it)")
             full.append((name, value))
         return self.new_rnode("op", term.pos, result, op=term.name, children=children,
-                              attrs=full)
+                              attrs=full, op_var=op_var)
+
+    def class_var(self, term: Call) -> str:
+        """The variable of an op class used on the right side (bound on the left)."""
+        if term.name not in OP_CLASSES:
+            return ""
+        var = self.vars.get(term.name)
+        if var is None or var.kind != "op":
+            raise term.pos.error(f"'{term.name}' stands for the op it matched on the left "
+                                 "side, but the left side has none")
+        return var.name
+
+    def shaped_type(self, term: Call, shape, operand_types):
+        """`shape=d`: the new term has dims d and its first operand's element type."""
+        if term.name not in SHAPED:
+            raise shape.pos.error(f"shape= applies to {', '.join(sorted(SHAPED))}, "
+                                  f"not {term.name}")
+        if not operand_types or operand_types[0] is None:
+            raise shape.pos.error("shape= needs a first operand whose type is known")
+        return MakeType(dtype(operand_types[0]), self.expect(self.value(shape), "ints", shape))
+
+    def computed_splat(self, term: Call, expected) -> RNode:
+        """An integer-valued function in operand position: a splat of its value."""
+        if FUNCTIONS[term.name].result != "int":
+            raise term.pos.error(f"'{term.name}' is a function of attribute values, not a "
+                                 "term (only an integer-valued one can stand for a constant)")
+        value = self.value(term)
+        if expected is None:
+            raise term.pos.error("cannot derive the type of this constant here: a constant "
+                                 "needs a position whose type is known")
+        self.implicit.append(Apply("fits", (value, dtype(expected))))
+        return self.new_rnode("splat", term.pos, expected, value=value)
 
     def rhs_attrs(self, term: Call) -> dict:
         """Named attributes, then those copied from the left root if it has this opcode."""
@@ -370,9 +437,12 @@ class _RuleAnalysis:
             return TypeOf(self.term_ref(term).name)
         if isinstance(term, Call) and term.name in BUILDERS and len(term.args) == 1:
             return self.bottom_up(term.args[0])
-        if isinstance(term, Call) and term.name in OPS:
-            return result_type(term.name, [self.bottom_up(a) for a in term.args],
-                               self.rhs_attrs(term))
+        if isinstance(term, Call) and (term.name in OPS or term.name in OP_CLASSES):
+            term, shape = self.split_keyword(term, SHAPE)
+            types = [self.bottom_up(a) for a in term.args]
+            if shape is not None:
+                return self.shaped_type(term, shape, types)
+            return result_type(term.name, types, self.rhs_attrs(term))
         return None
 
 

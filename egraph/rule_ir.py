@@ -92,12 +92,14 @@ class PNode:
     type_var: str = ""
     splat: str | None = None
     commutative: bool = False
+    op_var: str = ""        # set when `op` is an op class: the variable naming the matched op
 
 
 @dataclass
 class RNode:
     """One node of the right side: a reference to a bound term ("ref"), a new instruction
-    ("op"), or a splat constant ("splat"); `type` is the value of its result type."""
+    ("op"), or a splat constant ("splat", of the text `splat` or the integer `value`);
+    `type` is the value of its result type."""
     kind: str
     id: int
     pos: Pos
@@ -107,6 +109,8 @@ class RNode:
     children: list[RNode] = field(default_factory=list)
     attrs: list[tuple[str, object]] = field(default_factory=list)
     splat: str = ""
+    value: object = None    # a computed splat: its integer value (splat is then "")
+    op_var: str = ""        # a new op of an op class: the variable naming it
 
 
 @dataclass

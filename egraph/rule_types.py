@@ -8,11 +8,30 @@ its op's result and siblings (a splat in `add(x, 1)` takes the add's type, the v
 """
 from __future__ import annotations
 
+from ..ops import OPS
 from ..shape_inference import ELEMENTWISE
 from .rule_ir import Apply, Lit, MakeType
 
 PRED = Lit("pred", "dtype")
 SCALAR_DIMS = Lit((), "ints")
+
+
+def _same_typed(arity: int) -> tuple[str, ...]:
+    return tuple(sorted(op for op, (_, rule) in ELEMENTWISE.items()
+                        if rule == "same" and OPS[op].arity == arity
+                        and op not in ("select", "clamp")))
+
+
+# Op classes: a class name in a rule stands for any one of its members, the same one
+# wherever the name appears in that rule (`unary(transpose(x, dimensions=p)) =>
+# transpose(unary(x), dimensions=p)` moves a transpose through every unary op). Members are
+# the elementwise ops whose result has their operands' type and that have no attributes.
+OP_CLASSES: dict[str, tuple[str, ...]] = {"unary": _same_typed(1), "binary": _same_typed(2)}
+# A member the compiler types new terms of the class with (all members type alike).
+CLASS_REPRESENTATIVE = {"unary": "negate", "binary": "add"}
+# Ops whose result has operand 0's element type: `shape=` on the right side gives their dims.
+SHAPED = frozenset({"reshape", "broadcast", "transpose", "slice", "pad", "reverse",
+                    "concatenate", "reduce", "copy"})
 
 
 def dims(t):
@@ -67,6 +86,7 @@ _STRUCTURED = {
 
 def result_type(op: str, operands: list, attrs: dict):
     """Type of `op` applied to operands of these types (None entries: unknown)."""
+    op = CLASS_REPRESENTATIVE.get(op, op)
     if op in ELEMENTWISE:
         t = _first(operands, _main_operands(op, len(operands)))
         rule = ELEMENTWISE[op][1]
@@ -83,6 +103,7 @@ def result_type(op: str, operands: list, attrs: dict):
 
 def operand_type(op: str, i: int, result, operands: list):
     """Type that operand i of `op` must have, given the result's and siblings' types."""
+    op = CLASS_REPRESENTATIVE.get(op, op)
     if op in ELEMENTWISE:
         rule = ELEMENTWISE[op][1]
         main = _main_operands(op, len(operands))

@@ -17,22 +17,24 @@ the requested one. Compilation is cached on the rules' content and the mode.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import re
 import tempfile
-from dataclasses import dataclass
 from importlib import resources
 
 from ..errors import HloError
-from ..grammar.rules_parser import MODES, RawEgglog, Rule, RuleFile, check_unique_names, load_rules
+from ..grammar.rules_parser import (MODES, Fuse, Limit, RawEgglog, Rule, RuleFile,
+                                    check_unique_names, load_rules)
+from .fusion_rules import FusionPolicy
 from .rule_analysis import analyze_fold, analyze_rule
-from .rule_emit import SPLAT_DECLARATIONS, emit_rule, rule_command
+from .rule_emit import CLASS_DECLARATIONS, SPLAT_DECLARATIONS, emit_rule, rule_command
 from .rule_functions import FUNCTIONS
 from .rule_ir import FoldIR
 from .schema import declarations
 
-PHASES = ("simplify", "fusion")     # always declared, so a schedule may name them
+PHASES = ("simplify",)     # always declared, so a schedule may name it
 
 def load_rule_set(specs: list[str]) -> RuleFile:
     """`default` (the rules shipped in hlo_opt.rules/default), `none`, or paths of rule files
@@ -56,6 +58,8 @@ def load_rule_set(specs: list[str]) -> RuleFile:
             out.rules.extend(part.rules)
             out.raw.extend(part.raw)
             out.folds.extend(part.folds)
+            out.fuses.extend(part.fuses)
+            out.limits.extend(part.limits)
     check_unique_names(out)
     return out
 
@@ -70,7 +74,7 @@ def mode_allows(rule_mode: str, fp_mode: str) -> bool:
     return MODES.index(rule_mode) <= MODES.index(fp_mode)
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class CompiledRules:
     fp_mode: str
     prelude: tuple[str, ...]                 # ruleset declarations and the functions' tables
@@ -79,6 +83,8 @@ class CompiledRules:
     folds: tuple[FoldIR, ...]
     skipped: tuple[Rule, ...]                # rules whose mode is beyond fp_mode
     origins: dict[str, object]               # command -> Rule or RawEgglog, for errors
+    fuses: tuple[Fuse, ...] = ()             # fusion legality (fusion_rules.py reads them)
+    limits: tuple[Limit, ...] = ()
 
     def commands(self) -> list[str]:
         return [*self.prelude, *(c for cmds in self.rulesets.values() for c in cmds)]
@@ -129,7 +135,12 @@ def compile_rules(rule_file: RuleFile, fp_mode: str = "xla") -> CompiledRules:
                        f"{', '.join(MODES)})")
     key = (tuple((r, r.pos) for r in rule_file.rules), tuple((r, r.pos) for r in rule_file.raw),
            tuple((f, f.pos) for f in rule_file.folds))
-    return _compile(key, fp_mode)
+    compiled = _compile(key, fp_mode)
+    if not rule_file.fuses and not rule_file.limits:
+        return compiled
+    FusionPolicy(rule_file.fuses, rule_file.limits, "cpu")     # reports bad guards now
+    return dataclasses.replace(compiled, fuses=tuple(rule_file.fuses),
+                               limits=tuple(rule_file.limits))
 
 
 @functools.lru_cache(maxsize=16)
@@ -162,9 +173,10 @@ def _compile(key, fp_mode: str) -> CompiledRules:
         rulesets.setdefault(item.ruleset, [])
     declared = set(re.findall(r"\(ruleset (\S+?)\)", declarations()))
     prelude = [f"(ruleset {name})" for name in rulesets if name not in declared]
-    prelude.append(SPLAT_DECLARATIONS)
-    prelude += [FUNCTIONS[fn].facts(args) for fn, args in sorted(calls.items())
-                if FUNCTIONS[fn].facts is not None]
+    prelude += [SPLAT_DECLARATIONS, CLASS_DECLARATIONS]
+    facts = [FUNCTIONS[fn].facts(args) for fn, args in sorted(calls.items())
+             if FUNCTIONS[fn].facts is not None]
+    prelude += list(dict.fromkeys(facts))      # rows may share a declaration (a Set sort)
     return CompiledRules(fp_mode, tuple(prelude),
                          {name: tuple(cmds) for name, cmds in rulesets.items()}, names,
                          fold_irs, tuple(skipped), origins)

@@ -52,6 +52,7 @@ class RunReport:
     rule_seconds: Counter = field(default_factory=Counter)
     folds: int = 0
     fold_failures: int = 0
+    kernels: str = ""           # after fusion: kernels, bytes, the model's time estimate
 
     def add_time(self, phase: str, seconds: float) -> None:
         self.seconds[phase] = self.seconds.get(phase, 0.0) + seconds
@@ -66,6 +67,8 @@ class RunReport:
         fired = ", ".join(f"{name} {n}" for name, n in self.matches.most_common() if n)
         if fired:
             lines.append(f"  rules fired: {fired}")
+        if self.kernels:
+            lines.append(f"  kernels: {self.kernels}")
         slowest = ", ".join(f"{name} {s * 1000:.1f} ms"
                             for name, s in self.rule_seconds.most_common(5) if s >= 1e-3)
         if slowest:

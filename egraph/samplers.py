@@ -71,7 +71,7 @@ def _broadcast(inst, shapes, fields, expected):
     rank = x.rank + int(rng.integers(3))
     _fill(fields, "dimensions", lambda: tuple(sorted(
         int(d) for d in rng.choice(rank, size=x.rank, replace=False))))
-    dims = [int(rng.integers(1, 5)) for _ in range(rank)]
+    dims = [int(rng.integers(1, 5)) if rng.random() > 0.05 else 0 for _ in range(rank)]
     for d, n in zip(fields["dimensions"], x.dims):
         if not 0 <= d < rank:
             raise Reject("broadcast dimensions")
@@ -124,19 +124,22 @@ def _iota(inst, shapes, fields, expected):
 
 def _slice(inst, shapes, fields, expected):
     rng, dims = inst.rng, shapes[0].dims
-    starts = [int(rng.integers(n + 1)) for n in dims]
+    full = [rng.random() < 0.3 for _ in dims]        # some dims whole: full slices happen
+    starts = [0 if f else int(rng.integers(n + 1)) for f, n in zip(full, dims)]
     _fill(fields, "start", lambda: tuple(starts))
-    _fill(fields, "limit", lambda: tuple(int(rng.integers(s, n + 1)) for s, n in zip(
-        fields["start"], dims)))
-    _fill(fields, "stride", lambda: tuple(int(rng.integers(1, 4)) for _ in dims))
+    _fill(fields, "limit", lambda: tuple(n if f else int(rng.integers(s, n + 1))
+                                         for f, s, n in zip(full, fields["start"], dims)))
+    _fill(fields, "stride", lambda: tuple(1 if f else int(rng.integers(1, 4)) for f in full))
     return no_free_fields(inst, shapes, fields, expected)
 
 
 def _pad(inst, shapes, fields, expected):
     rank, rng = shapes[0].rank, inst.rng
-    _fill(fields, "low", lambda: tuple(int(rng.integers(-1, 3)) for _ in range(rank)))
-    _fill(fields, "high", lambda: tuple(int(rng.integers(-1, 3)) for _ in range(rank)))
-    _fill(fields, "interior", lambda: tuple(int(rng.integers(0, 3)) for _ in range(rank)))
+    none = [rng.random() < 0.3 for _ in range(rank)]   # some dims unpadded
+    pick = lambda lo, hi: tuple(0 if z else int(rng.integers(lo, hi)) for z in none)  # noqa: E731
+    _fill(fields, "low", lambda: pick(-1, 3))
+    _fill(fields, "high", lambda: pick(-1, 3))
+    _fill(fields, "interior", lambda: pick(0, 3))
     return no_free_fields(inst, shapes, fields, expected)
 
 
@@ -153,7 +156,32 @@ def _compare(inst, shapes, fields, expected):
 
 
 def _dot(inst, shapes, fields, expected):
-    a, b = shapes
+    """Batch and contracting dims from pairs of equal-sized lhs/rhs dims: at most one batch
+    pair, usually one contracting pair (sometimes none or two)."""
+    a, b = shapes[:2]
+    rng = inst.rng
+    batch_free = fields["lhs_batch_dims"] is FREE and fields["rhs_batch_dims"] is FREE
+    contract_free = (fields["lhs_contracting_dims"] is FREE
+                     and fields["rhs_contracting_dims"] is FREE)
+    used_a = set() if batch_free else set(fields["lhs_batch_dims"] or ())
+    used_b = set() if batch_free else set(fields["rhs_batch_dims"] or ())
+    pairs = [(i, j) for i in range(a.rank) for j in range(b.rank) if a.dims[i] == b.dims[j]]
+    rng.shuffle(pairs)
+    chosen = []
+    for i, j in pairs:
+        if i not in used_a and j not in used_b:
+            chosen.append((i, j))
+            used_a.add(i)
+            used_b.add(j)
+    batch = chosen[:1] if batch_free and chosen and rng.random() < 0.3 else []
+    rest = chosen[len(batch):]
+    if batch_free:
+        fields["lhs_batch_dims"] = tuple(i for i, _ in batch)
+        fields["rhs_batch_dims"] = tuple(j for _, j in batch)
+    if contract_free:
+        contract = rest[:int(rng.choice([0, 1, 1, 1, 2]))]
+        fields["lhs_contracting_dims"] = tuple(i for i, _ in contract)
+        fields["rhs_contracting_dims"] = tuple(j for _, j in contract)
     _fill(fields, "lhs_batch_dims", lambda: ())
     _fill(fields, "rhs_batch_dims", lambda: ())
     _fill(fields, "lhs_contracting_dims", lambda: (a.rank - 1,) if a.rank else ())

@@ -66,7 +66,7 @@ def check_rule(ir: RuleIR, trials: int = 100, seed: int = 0) -> Verdict:
     while done < trials and attempts < trials * ATTEMPTS_PER_TRIAL:
         attempts += 1
         try:
-            inst = Instantiator(ir, rng).run()
+            inst = Instantiator(ir, rng, lambda shape, r: fill(shape, rule.mode, r)).run()
         except Reject as r:
             reasons[str(r)] += 1
             continue
@@ -79,6 +79,9 @@ def check_rule(ir: RuleIR, trials: int = 100, seed: int = 0) -> Verdict:
             except HloError as e:
                 reasons[f"left side does not evaluate ({e.message.split(':')[0]})"] += 1
                 break
+            except Exception as e:          # an interpreter bug: no verdict from this draw
+                reasons[f"interpreter error on the left side ({type(e).__name__}: {e})"] += 1
+                break
             try:
                 rights = evaluate(inst.rhs, args)
             except UnsupportedError as e:
@@ -87,6 +90,9 @@ def check_rule(ir: RuleIR, trials: int = 100, seed: int = 0) -> Verdict:
             except HloError as e:
                 return Verdict(rule, "unsound", done, counterexample(
                     inst, args, lefts[0], None, f"the right side fails: {e.message}"))
+            except Exception as e:
+                reasons[f"interpreter error on the right side ({type(e).__name__}: {e})"] += 1
+                break
             for left, right in zip(lefts, rights):
                 where = first_mismatch(left, right, rule.mode)
                 if where is not None:
@@ -162,7 +168,8 @@ def first_mismatch(a: np.ndarray, b: np.ndarray, mode: str):
     if kind in "biu":
         bad = a != b
     else:
-        x, y = a.astype(np.float64), b.astype(np.float64)
+        with np.errstate(invalid="ignore"):             # narrow-float NaNs widen quietly
+            x, y = a.astype(np.float64), b.astype(np.float64)
         both_nan = np.isnan(x) & np.isnan(y)
         if mode == "strict":
             bits = f"u{a.dtype.itemsize}"
@@ -173,7 +180,8 @@ def first_mismatch(a: np.ndarray, b: np.ndarray, mode: str):
             finite = np.isfinite(x)
             rtol = FAST_RTOL.get(_dtype_name(a), 1e-2)
             scale = max(1.0, float(np.max(np.abs(x[finite]), initial=0.0)))
-            bad = finite & ~(np.abs(x - y) <= rtol * np.abs(x) + rtol * scale)
+            with np.errstate(invalid="ignore", over="ignore"):     # inf - inf where not finite
+                bad = finite & ~(np.abs(x - y) <= rtol * np.abs(x) + rtol * scale)
     hits = np.argwhere(bad)
     return None if len(hits) == 0 else tuple(int(i) for i in hits[0])
 

@@ -105,6 +105,26 @@ class Fold:
 
 
 @dataclass(frozen=True)
+class Fuse:
+    """`fuse NAME: consumers <- producers when GUARDS` (producer-consumer fusion) or
+    `fuse NAME: a ~ b when GUARDS` (sibling kernels merged into a multi-output kernel)."""
+    name: str
+    consumers: tuple[str, ...]
+    relation: str                   # "<-" or "~"
+    producers: tuple[str, ...]
+    guards: tuple
+    pos: Pos = field(compare=False)
+
+
+@dataclass(frozen=True)
+class Limit:
+    """`limit NAME: GUARDS`: a condition every fused kernel must satisfy."""
+    name: str
+    guards: tuple
+    pos: Pos = field(compare=False)
+
+
+@dataclass(frozen=True)
 class RawEgglog:
     text: str
     ruleset: str
@@ -116,6 +136,8 @@ class RuleFile:
     rules: list[Rule]
     raw: list[RawEgglog]
     folds: list[Fold] = field(default_factory=list)
+    fuses: list[Fuse] = field(default_factory=list)
+    limits: list[Limit] = field(default_factory=list)
 
 
 class _Builder(Transformer):
@@ -153,6 +175,18 @@ class _Builder(Transformer):
         name_tok, *op_toks, guards = c
         return ("fold", name_tok.value, tuple(t.value for t in op_toks), tuple(guards or ()),
                 self._pos(name_tok))
+
+    def fuse(self, c):
+        name_tok, consumers, relation, producers, guards = c
+        return ("fuse", name_tok.value, consumers, relation.value, producers,
+                tuple(guards or ()), self._pos(name_tok))
+
+    def limit(self, c):
+        name_tok, *guards = c
+        return ("limit", name_tok.value, tuple(guards), self._pos(name_tok))
+
+    def op_list(self, c):
+        return tuple(t.value for t in c)
 
     def string(self, c):
         return String(c[0].value[1:-1], self._pos(c[0]))
@@ -276,10 +310,18 @@ def _collect(items: list, folder: str, stack: tuple[str, ...], loaded: set[str])
             out.rules.extend(sub.rules)
             out.raw.extend(sub.raw)
             out.folds.extend(sub.folds)
+            out.fuses.extend(sub.fuses)
+            out.limits.extend(sub.limits)
         elif kind == "ruleset":
             ruleset = item[1]
         elif kind == "raw":
             out.raw.append(RawEgglog(item[1], ruleset, item[2]))
+        elif kind == "fuse":
+            _, name, consumers, relation, producers, guards, pos = item
+            out.fuses.append(Fuse(name, consumers, relation, producers, guards, pos))
+        elif kind == "limit":
+            _, name, guards, pos = item
+            out.limits.append(Limit(name, guards, pos))
         elif kind == "fold":
             _, name, ops, guards, pos = item
             out.folds.append(Fold(name, ops, guards, ruleset, pos))
@@ -291,9 +333,9 @@ def _collect(items: list, folder: str, stack: tuple[str, ...], loaded: set[str])
 
 
 def check_unique_names(rule_file: RuleFile) -> None:
-    """Rule and fold names are unique (they name statistics and counterexamples)."""
+    """Rule, fold and fuse names are unique (they name statistics and counterexamples)."""
     seen: dict[str, Pos] = {}
-    for rule in rule_file.rules + rule_file.folds:
+    for rule in rule_file.rules + rule_file.folds + rule_file.fuses + rule_file.limits:
         if rule.name in seen:
             first = seen[rule.name]
             raise rule.pos.error(f"rule '{rule.name}' is already defined at "

@@ -42,9 +42,10 @@ def compile(module: Module | str, target: str = "cpu", **options):   # noqa: A00
 
 def optimize(module: Module, rules="default", fp_mode: str = "xla", target: str = "cpu",
              time_limit: float = 60.0, node_limit: int = 200_000, iteration_limit: int = 30,
-             stats: bool = False):
-    """The module rewritten by the rule set and extracted at least cost for `target`; with
-    `stats`, (module, report). See egraph/pipeline.py."""
+             stats: bool = False, fusion: bool = True):
+    """The module rewritten by the rule set, extracted at least cost for `target` and fused
+    where the rules allow and the target's model gains; with `stats`, (module, report).
+    See egraph/pipeline.py."""
     from .egraph import optimize as _optimize
     return _optimize(module, rules, fp_mode, target, time_limit, node_limit, iteration_limit,
-                     stats)
+                     stats, fusion)

@@ -1,39 +1,80 @@
-"""Targets: what extraction minimizes, per machine.
+"""Targets: what extraction and fusion minimize, per machine.
 
-A cost model prices one instruction from its opcode, result shape, attributes and operand
-shapes; extraction sums the prices of the instructions a program runs, counting a shared
-instruction once. Fusion-aware models (GPU, TPU) extend the same interface.
+A cost model estimates run time in nanoseconds. `node_cost` prices one instruction run on its
+own (extraction sums these over the chosen program, a shared instruction once);
+`kernel_cost` prices a kernel: a group of instructions computed together that reads its
+inputs from memory once and writes only its outputs (fusion compares these).
 
-    model = cost_model("cpu")
-    model.node_cost("add", f32_8x128, {}, [f32_8x128, f32_8x128])   # -> nanoseconds
+    model = cost_model("gpu")
+    model.kernel_cost(KernelView(members, inputs, outputs))
 """
 from __future__ import annotations
 
 import abc
+from dataclasses import dataclass
 from typing import Mapping, Sequence
 
+from ..ir import Instruction
 from ..shape import AnyShape
+
+TARGETS = ("cpu", "gpu", "tpu")
+
+
+@dataclass(frozen=True)
+class KernelView:
+    """One kernel as a cost model sees it. `members` are computed once each per kernel (an
+    instruction fused into two kernels appears in both); `inputs` are the distinct values it
+    reads from memory, `outputs` those it writes."""
+    members: Sequence[Instruction]
+    inputs: Sequence[Instruction]
+    outputs: Sequence[Instruction]
 
 
 class CostModel(abc.ABC):
-    """Estimated run time, in nanoseconds, of one instruction executed on its own."""
-
     name: str
 
     @abc.abstractmethod
     def node_cost(self, opcode: str, shape: AnyShape, attrs: Mapping[str, object],
                   operand_shapes: Sequence[AnyShape]) -> float:
-        """Must be positive for anything but parameters, so that fewer instructions are
-        always preferred at equal traffic. `attrs` holds the instruction's typed attributes
-        (e.g. "dimensions", "lhs_contracting_dims", "window")."""
+        """One instruction executed as its own kernel. Must be positive for anything but
+        parameters, so that fewer instructions are preferred at equal traffic."""
+
+    @abc.abstractmethod
+    def kernel_cost(self, kernel: KernelView) -> float:
+        """A fused kernel: launch overhead, traffic at its boundary, its arithmetic."""
+
+    def module_cost(self, module) -> float:
+        """Estimated time of one run of a module: its kernels (see hlo_opt.kernels), each
+        priced as a kernel, a fusion by its fused computation. Loop bodies count once."""
+        from ..kernels import executed_computations, is_kernel
+        total = 0.0
+        for comp in executed_computations(module):
+            for inst in comp.instructions:
+                if is_kernel(inst):
+                    total += self.kernel_cost(_kernel_view(inst))
+        return total
+
+
+def _kernel_view(inst: Instruction) -> KernelView:
+    if inst.opcode != "fusion":
+        return KernelView([inst], list(inst.operands), [inst])
+    body = inst.attrs["calls"]
+    root = body.root
+    outputs = list(root.operands) if root.opcode == "tuple" else [root]
+    members = [i for i in body.instructions
+               if i.opcode != "parameter" and not (i is root and root.opcode == "tuple")]
+    return KernelView(members, list(inst.operands), outputs)
 
 
 def cost_model(target: str) -> CostModel:
-    """The cost model of a target by name ("cpu"); KeyError names the known ones."""
+    """The cost model of a target by name; KeyError names the known ones."""
     if target == "cpu":
         from .cpu import CpuCostModel
         return CpuCostModel()
+    if target == "gpu":
+        from .gpu import GpuCostModel
+        return GpuCostModel()
+    if target == "tpu":
+        from .tpu import TpuCostModel
+        return TpuCostModel()
     raise KeyError(f"unknown target '{target}' (known: {', '.join(TARGETS)})")
-
-
-TARGETS = ("cpu",)

@@ -440,6 +440,21 @@ def test_max_reduce_of_signed_zeros_and_nan():
     assert same_bits(out, np.array([0.0, -0.0, NAN], np.float32))
 
 
+def test_erf_of_a_scalar():
+    out = run1("p = f32[] parameter(0)\nROOT e = f32[] erf(p)", np.float32(0.5))
+    assert out.shape == () and abs(float(out) - 0.5204999) < 1e-6
+
+
+def test_max_reduce_takes_its_init_value_into_account():
+    x = np.array([[1.0, 2.0], [-0.0, -0.0], [7.0, 6.0]], np.float32)
+    out = run1("p = f32[3,2] parameter(0)\nz = f32[] constant(0)\n"
+               "ROOT r = f32[3] reduce(p, z), dimensions={1}, to_apply=mx", x, computations=MAX)
+    assert same_bits(out, np.array([2.0, 0.0, 7.0], np.float32))    # max(-0, -0, +0) = +0
+    out = run1("p = f32[3,2] parameter(0)\nz = f32[] constant(5)\n"
+               "ROOT r = f32[3] reduce(p, z), dimensions={1}, to_apply=mx", x, computations=MAX)
+    assert out.tolist() == [5.0, 5.0, 7.0]
+
+
 def test_reduce_window_padding_and_dilation():
     x = np.arange(1, 6, dtype=np.float32)                     # 1 2 3 4 5
     pooled, dilated = run(

@@ -1,8 +1,10 @@
-"""`hlo-opt`: read an HLO module, optimize it, print it (stdout or -o, written atomically)."""
+"""`hlo-opt`: read an HLO module, optimize it, print it (stdout or -o, written atomically):
+as HLO text, or with --emit=llvm|asm as the LLVM IR or host assembly of its CPU kernels."""
 from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 
 from .. import optimize, parse
 from ..errors import HloError
@@ -21,7 +23,9 @@ def build_arg_parser() -> argparse.ArgumentParser:
     p.add_argument("--fp-mode", default="xla", choices=("strict", "xla", "fast"),
                    help="floating-point semantics the rules may assume (default: xla)")
     p.add_argument("--target", default="cpu", choices=TARGETS,
-                   help="cost model for extraction (default: cpu)")
+                   help="cost model for extraction and fusion decisions (default: cpu)")
+    p.add_argument("--no-fusion", action="store_true",
+                   help="simplify only: ignore the rules' fuse declarations")
     p.add_argument("--time-limit", type=float, default=60.0, metavar="S",
                    help="wall-clock seconds for saturation, whole module (default: 60)")
     p.add_argument("--node-limit", type=int, default=200_000, metavar="N",
@@ -33,7 +37,26 @@ def build_arg_parser() -> argparse.ArgumentParser:
                    help="drop metadata={...} attributes from the output")
     p.add_argument("--verify", action="store_true",
                    help="check every instruction's shape against shape inference first")
+    p.add_argument("--emit", default="hlo", choices=EMIT,
+                   help="what to print: the optimized HLO text (default), or the LLVM IR "
+                        "(after -O3) or assembly of its kernels and driver, compiled for "
+                        "this machine's CPU")
     return p
+
+
+EMIT = ("hlo", "llvm", "asm")
+
+
+def emit_code(module, emit: str) -> str:
+    """The CPU lowering's listing of `module` (--emit=llvm|asm). Interpreter fallbacks are
+    not in the listing, so each is announced on stderr as one line, not a Python warning."""
+    from .. import lowering
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", lowering.FallbackWarning)
+        text = lowering.emit_llvm(module) if emit == "llvm" else lowering.emit_asm(module)
+    for w in caught:
+        print(f"hlo-opt: {w.message}", file=sys.stderr)
+    return text
 
 
 @main_guard
@@ -47,10 +70,14 @@ def main(argv=None) -> int:
         from ..verifier import verify
         verify(module)
     out, report = optimize(module, args.rules or ["default"], args.fp_mode, args.target,
-                           args.time_limit, args.node_limit, stats=True)
+                           args.time_limit, args.node_limit, stats=True,
+                           fusion=not args.no_fusion)
     if args.stats:
         print(report.summary(), file=sys.stderr)
-    write_text(args.output, out.to_text(metadata=not args.no_metadata))
+    if args.emit == "hlo":
+        write_text(args.output, out.to_text(metadata=not args.no_metadata))
+    else:
+        write_text(args.output, emit_code(out, args.emit))
     return 0
 
 

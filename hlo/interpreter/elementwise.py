@@ -87,7 +87,8 @@ UNARY: dict[str, tuple[Callable, Callable]] = {
     "logistic": (_logistic, precise), "sqrt": (np.sqrt, precise),
     "rsqrt": (lambda x: 1 / np.sqrt(x), precise), "cbrt": (np.cbrt, precise),
     "sine": (np.sin, precise), "cosine": (np.cos, precise), "tan": (np.tan, precise),
-    "tanh": (np.tanh, precise), "erf": (lambda x: _erf(x).astype(x.dtype), precise),
+    "tanh": (np.tanh, precise),
+    "erf": (lambda x: np.asarray(_erf(x)).astype(x.dtype), precise),     # 0-d: a Python float
     "is-finite": (np.isfinite, widen), "not": (_not, widen),
     "popcnt": (_popcnt, _raw), "count-leading-zeros": (_clz, _raw),
     "real": (np.real, widen), "imag": (_imag, widen),

@@ -1,0 +1,163 @@
+"""`fuse` and `limit` declarations -> the legality predicates fusion obeys.
+
+    fuse loop_elementwise: elementwise <- elementwise, data_movement
+    fuse input_reduce: reduce <- elementwise, data_movement when num_elements(producer) <= ...
+    fuse sibling_reduce: reduce ~ reduce when dims(a) == dims(b)
+    limit one_hero: heroes(kernel) <= 1
+
+A producer may be computed inside a consumer's kernel when some `<-` declaration names the
+consumer's and the producer's opcodes (or their classes) and its guards hold; two kernels
+whose outputs come from `~`-related opcodes may merge into one multi-output kernel; every
+kernel formed must satisfy every `limit`. Guards use the rule language's functions on
+`producer`, `consumer`, `a`, `b` (instructions: their types) and `kernel`, plus `target`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+from ..errors import HloError
+from ..grammar.rules_parser import Call, Comparison, Fuse, Limit, Name, Number, RuleFile
+from ..ir import Instruction
+from ..ops import OPS, is_elementwise
+from ..targets import KernelView
+from .rule_functions import COMPARISONS, FUNCTIONS, NoValue
+
+HEROES = frozenset({"reduce", "reduce-window", "dot", "convolution", "scatter",
+                    "select-and-scatter", "sort", "gather", "custom-call", "fft"})
+
+
+def _in_class(cls: str) -> Callable[[str], bool]:
+    if cls == "elementwise":
+        return is_elementwise
+    categories = {"data_movement": "data_movement", "reduction": "reduction",
+                  "contraction": "contraction"}
+    return lambda op: OPS.get(op) is not None and OPS[op].category == categories[cls]
+
+
+OP_CLASSES = ("elementwise", "data_movement", "reduction", "contraction")
+
+
+# Functions of the fusion guard language beyond the rule language's (which see types).
+KERNEL_FUNCTIONS: dict[str, Callable] = {
+    "heroes": lambda k: sum(1 for i in k.members if i.opcode in HEROES),
+    "fan_in": lambda k: len(k.inputs),
+    "members": lambda k: len(k.members),
+    "outputs": lambda k: len(k.outputs),
+}
+
+
+@dataclass(frozen=True)
+class _Decl:
+    name: str
+    left: Callable[[str], bool]          # consumer (or a) opcode test
+    right: Callable[[str], bool]         # producer (or b) opcode test
+    guards: tuple
+
+
+class FusionPolicy:
+    """What may fuse, per the declarations of a rule set, on one target."""
+
+    def __init__(self, fuses: Iterable[Fuse], limits: Iterable[Limit], target: str):
+        self.target = target
+        self.producer_rules: list[_Decl] = []
+        self.sibling_rules: list[_Decl] = []
+        for f in fuses:
+            decl = _Decl(f.name, _ops_test(f.consumers, f), _ops_test(f.producers, f), f.guards)
+            for g in f.guards:
+                _check(g, f, ("producer", "consumer") if f.relation == "<-" else ("a", "b"))
+            (self.producer_rules if f.relation == "<-" else self.sibling_rules).append(decl)
+        self.limits = tuple(limits)
+        for lim in self.limits:
+            for g in lim.guards:
+                _check(g, lim, ("kernel",))
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.producer_rules or self.sibling_rules)
+
+    def may_fuse(self, consumer: Instruction, producer: Instruction, users: int) -> bool:
+        env = {"producer": producer, "consumer": consumer, "users": users}
+        return any(d.left(consumer.opcode) and d.right(producer.opcode) and self._holds(d, env)
+                   for d in self.producer_rules)
+
+    def may_merge_siblings(self, a: Instruction, b: Instruction) -> bool:
+        env = {"a": a, "b": b}
+        return any(((d.left(a.opcode) and d.right(b.opcode)) or
+                    (d.left(b.opcode) and d.right(a.opcode))) and self._holds(d, env)
+                   for d in self.sibling_rules)
+
+    def within_limits(self, kernel: KernelView) -> bool:
+        env = {"kernel": kernel}
+        return all(self._holds(lim, env) for lim in self.limits)
+
+    def _holds(self, decl, env) -> bool:
+        try:
+            return all(_value(g, env, self.target) for g in decl.guards)
+        except NoValue:
+            return False
+
+
+def policy_for(rule_file: RuleFile, target: str) -> FusionPolicy:
+    return FusionPolicy(rule_file.fuses, rule_file.limits, target)
+
+
+def _ops_test(names: tuple[str, ...], decl) -> Callable[[str], bool]:
+    tests = []
+    for name in names:
+        if name in OP_CLASSES:
+            tests.append(_in_class(name))
+        elif name in OPS:
+            tests.append(lambda op, name=name: op == name)
+        else:
+            raise decl.pos.error(f"'{name}' is neither an opcode nor an op class "
+                                 f"({', '.join(OP_CLASSES)})")
+    return lambda op: any(t(op) for t in tests)
+
+
+def _check(expr, decl, names: tuple[str, ...]) -> None:
+    """Reject unknown functions and names when the rule file is loaded, not mid-fusion."""
+    if isinstance(expr, Comparison):
+        if expr.op not in COMPARISONS:
+            raise expr.pos.error(f"unknown comparison '{expr.op}'")
+        _check(expr.left, decl, names)
+        _check(expr.right, decl, names)
+    elif isinstance(expr, Call):
+        if expr.name in KERNEL_FUNCTIONS:
+            if names != ("kernel",):
+                raise expr.pos.error(f"'{expr.name}' applies to a kernel, in a limit")
+        elif expr.name == "users":
+            if "producer" not in names:
+                raise expr.pos.error("'users' applies to the producer")
+        else:
+            fn = FUNCTIONS.get(expr.name)
+            if fn is None or not fn.public:
+                raise expr.pos.error(f"unknown function '{expr.name}' in a fusion guard")
+        for arg in expr.args:
+            _check(arg, decl, names)
+    elif isinstance(expr, Name) and expr.name in ("producer", "consumer", "a", "b", "kernel"):
+        if expr.name not in names:
+            raise expr.pos.error(f"'{expr.name}' is not defined here (use {', '.join(names)})")
+    elif not isinstance(expr, (Name, Number)):
+        raise HloError("unsupported fusion guard", decl.pos.file, decl.pos.line, decl.pos.column)
+
+
+def _value(expr, env: dict, target: str):
+    if isinstance(expr, Comparison):
+        return COMPARISONS[expr.op].py(_value(expr.left, env, target),
+                                       _value(expr.right, env, target))
+    if isinstance(expr, Number):
+        return expr.value
+    if isinstance(expr, Name):
+        if expr.name == "target":
+            return target
+        return env.get(expr.name, expr.name)
+    if expr.name in KERNEL_FUNCTIONS:
+        return KERNEL_FUNCTIONS[expr.name](_value(expr.args[0], env, target))
+    if expr.name == "users":
+        return env["users"]
+    args = [_value(a, env, target) for a in expr.args]
+    if any(isinstance(a, Instruction) and a.shape.is_tuple for a in args):
+        raise NoValue       # the rule language's functions see arrays (as in rules)
+    return FUNCTIONS[expr.name].py(*(a.shape if isinstance(a, Instruction) else a
+                                     for a in args))

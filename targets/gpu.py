@@ -1,0 +1,42 @@
+"""The GPU cost model: an NVIDIA H100 SXM.
+
+Facts from NVIDIA's H100 datasheet: HBM3 at 3.35 TB/s, 67 TFLOP/s FP32 on CUDA cores,
+~495 TFLOP/s TF32 on tensor cores (dense); kernel launch costs about a microsecond. With
+arithmetic this cheap next to memory and launches, recomputing a producer in every consumer
+is nearly free, and fusion pays almost whenever it removes a round trip to HBM.
+
+One access pattern is modelled: a transpose that moves the minor dimension, fused into a
+loop kernel, reads its input with a stride, so a warp's loads do not coalesce and each
+touches its own 32-byte sector. XLA:GPU emits such transposes as separate shared-memory
+tiled kernels for this reason; the model charges `UNCOALESCED_FACTOR` times the bytes.
+"""
+from __future__ import annotations
+
+from .roofline import Machine, RooflineModel
+from . import KernelView
+
+GPU = Machine(
+    kernel_overhead_ns=1000.0,       # launch + tail of one kernel, ~1 µs
+    bytes_per_ns=3350.0,             # HBM3, 3.35 TB/s
+    vector_flops_per_ns=67000.0,     # FP32 CUDA cores, 67 TFLOP/s
+    matrix_flops_per_ns=495000.0,    # TF32 tensor cores, dense
+)
+UNCOALESCED_FACTOR = 8.0             # 32-byte sector per 4-byte element
+
+
+class GpuCostModel(RooflineModel):
+    name = "gpu"
+    machine = GPU
+
+    def input_bytes(self, kernel: KernelView) -> float:
+        total = super().input_bytes(kernel)
+        if len(kernel.members) > 1:
+            for inst in kernel.members:
+                if inst.opcode == "transpose" and _moves_minor(inst):
+                    total += (UNCOALESCED_FACTOR - 1) * self.shape_bytes(inst.shape)
+        return total
+
+
+def _moves_minor(transpose) -> bool:
+    perm = transpose.attrs.get("dimensions", ())
+    return bool(perm) and perm[-1] != len(perm) - 1

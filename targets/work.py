@@ -1,0 +1,53 @@
+"""How much arithmetic an instruction does: the part of every cost model that does not depend
+on the machine. Targets turn these counts into time with their own throughputs.
+
+    vector, matrix = flops(inst.opcode, inst.shape, inst.attrs, operand_shapes)
+"""
+from __future__ import annotations
+
+import math
+from typing import Mapping, Sequence
+
+from ..ops import OPS, is_elementwise
+from ..shape import AnyShape
+
+# Flops per element for elementwise ops dearer than an add: polynomial approximations and
+# divisions (counts of the vector instructions they take, rounded).
+OP_WEIGHT: Mapping[str, float] = {
+    **dict.fromkeys(("divide", "remainder", "sqrt", "rsqrt", "cbrt"), 4.0),
+    **dict.fromkeys(("exponential", "exponential-minus-one", "log", "log-plus-one",
+                     "logistic", "tanh", "sine", "cosine", "tan", "atan2"), 20.0),
+    "erf": 30.0, "power": 40.0,
+}
+
+
+def elements(shape: AnyShape) -> int:
+    if shape.is_tuple:
+        return sum(max(s.num_elements, 0) for s in shape.leaves())
+    return max(shape.num_elements, 0)     # a dynamic (-1) dimension counts as empty
+
+
+def flops(opcode: str, shape: AnyShape, attrs: Mapping[str, object],
+          operand_shapes: Sequence[AnyShape]) -> tuple[float, float]:
+    """(vector flops, matrix flops): elementwise-style work, and dot/convolution work that
+    runs on matrix units (FMA-blocked GEMM on CPUs, tensor cores, the TPU's MXU)."""
+    out = elements(shape)
+    if is_elementwise(opcode):
+        return out * OP_WEIGHT.get(opcode, 1.0), 0.0
+    if opcode == "dot":
+        lhs = operand_shapes[0]
+        k = math.prod(lhs.dims[d] for d in attrs.get("lhs_contracting_dims", ()))
+        return 0.0, 2.0 * out * k
+    if opcode == "convolution":
+        window, labels = attrs.get("window"), attrs.get("dim_labels")
+        taps = math.prod(window.size) if window is not None else 1
+        features = operand_shapes[0].dims[labels.lhs_feature] if labels is not None else 1
+        groups = attrs.get("feature_group_count", 1)
+        return 0.0, 2.0 * out * taps * features / groups
+    if opcode == "reduce-window":
+        window = attrs.get("window")
+        return out * (math.prod(window.size) if window is not None else 1), 0.0
+    info = OPS.get(opcode)
+    if info is not None and info.category == "reduction":
+        return float(sum(elements(s) for s in operand_shapes if not s.is_tuple)), 0.0
+    return 0.0, 0.0
