@@ -45,7 +45,8 @@ class Partition:
     """Kernels of one computation under a policy and a cost model (see module doc)."""
 
     def __init__(self, comp: Computation, policy: FusionPolicy, model: CostModel,
-                 extra_roots: tuple[Instruction, ...] = ()):
+                 extra_roots: tuple[Instruction, ...] = (), exact: bool = False):
+        self.comp, self.extra_roots, self.exact = comp, extra_roots, exact
         self.insts = comp.instructions
         self.pos = {id(inst): i for i, inst in enumerate(self.insts)}
         self.users: list[list[int]] = [[] for _ in self.insts]
@@ -58,9 +59,9 @@ class Partition:
         self.owners: list[set[int]] = [set() for _ in self.insts]
         self._ids = itertools.count()
         self._costs: dict[tuple[int, int], float] = {}
-        self._views: dict[tuple[int, ...], KernelView] = {}    # valid until the next merge
+        self._views: dict[tuple, KernelView] = {}               # valid until the next merge
         self._edges: dict[tuple[int, int], bool] = {}           # (user, producer) -> may fuse
-        self._limits_ok: dict[tuple[int, ...], bool] = {}       # valid until the next merge
+        self._limits_ok: dict[tuple[int, ...], bool] = {}       # by kernel ids, until a merge
         for i, inst in enumerate(self.insts):
             if _kernelizable(inst):
                 self._new_kernel([i])
@@ -78,16 +79,20 @@ class Partition:
         for m in k.members:
             self.owners[m].discard(k.id)
 
-    def view(self, members: list[int]) -> KernelView:
-        """The kernel a set of members would be: what it reads and what it must write."""
-        key = tuple(members)
+    def view(self, ks: tuple[Kernel, ...], copied: frozenset[int] = frozenset()) -> KernelView:
+        """The kernel that merging kernels `ks` would make: what it reads and what it must
+        write. `copied`: members that every reader will compute for itself (a producer
+        being duplicated into all its consumers), so they are never written."""
+        key = (tuple(sorted(k.id for k in ks)), copied)
         found = self._views.get(key)
         if found is None:
-            found = self._views[key] = self._make_view(members)
+            found = self._views[key] = self._make_view(ks, copied)
         return found
 
-    def _make_view(self, members: list[int]) -> KernelView:
+    def _make_view(self, ks: tuple[Kernel, ...], copied: frozenset[int]) -> KernelView:
+        members = _union(ks)
         inside = set(members)
+        merged = {k.id for k in ks}
         inputs: dict[int, None] = {}
         outputs = []
         for m in members:
@@ -95,20 +100,31 @@ class Partition:
                 j = self.pos[id(op)]
                 if j not in inside and not _free(op):
                     inputs[j] = None
-            if m in self.escapes or any(u not in inside and not self._holds_copy(u, m)
-                                        for u in self.users[m]):
+            if m in self.escapes or m not in copied and self._read_elsewhere(m, inside, merged):
                 outputs.append(self.insts[m])
         return KernelView([self.insts[m] for m in members],
                           [self.insts[j] for j in inputs], outputs)
 
-    def _holds_copy(self, user: int, member: int) -> bool:
-        """The user's own kernel computes the member too (it was duplicated there)."""
-        return any(member in self.kernels[k].inside for k in self.owners[user])
+    def _read_elsewhere(self, member: int, inside: set[int], merged: set[int]) -> bool:
+        """Must a kernel made of `inside` (the kernels `merged`) write `member`? Yes if
+        some reader of it runs outside: an instruction in no kernel, or a copy of the
+        reader in another kernel that does not compute the member itself."""
+        for u in self.users[member]:
+            owners = self.owners[u]
+            if not owners:
+                if u not in inside:
+                    return True
+                continue
+            for k in owners:
+                kernel = self.kernels[k]
+                if k not in merged and member not in kernel.inside:
+                    return True
+        return False
 
     def cost(self, k: Kernel) -> float:
         key = (k.id, k.version)
         if key not in self._costs:
-            self._costs[key] = self.model.kernel_cost(self.view(k.members))
+            self._costs[key] = self.model.kernel_cost(self.view((k,)))
         return self._costs[key]
 
     def _consumers(self, k: Kernel) -> list[Kernel] | None:
@@ -127,7 +143,7 @@ class Partition:
                     found.setdefault(kid, self.kernels[kid])
         return [found[kid] for kid in sorted(found)]
 
-    def _legal_edges(self, producer: Kernel, consumer_members: set[int]) -> bool:
+    def _legal_edges(self, producer: Kernel, consumer_members: frozenset[int]) -> bool:
         """Every edge from the producer's values into the consumer is declared fusible."""
         for m in producer.members:
             for u in self.users[m]:
@@ -154,14 +170,11 @@ class Partition:
         yield from self._siblings(k)
 
     def _dup(self, p: Kernel, consumers: list[Kernel]):
-        merged = []
         for c in consumers:
-            members = sorted(set(c.members) | set(p.members))
-            if not self._legal_edges(p, set(c.members)) or not self._allowed(members):
+            if not self._legal_edges(p, c.inside) or not self._allowed((p, c)):
                 return None
-            merged.append(members)
         before = self.cost(p) + sum(self.cost(c) for c in consumers)
-        after = sum(self.model.kernel_cost(self.view(m)) for m in merged)
+        after = sum(self.model.kernel_cost(self.view((p, c), p.inside)) for c in consumers)
         return before - after, "dup", (p, *consumers)
 
     def _some_consumers(self, k: Kernel) -> list[Kernel]:
@@ -175,14 +188,13 @@ class Partition:
         return [found[kid] for kid in sorted(found)]
 
     def _multi(self, p: Kernel, c: Kernel):
-        members = sorted(set(c.members) | set(p.members))
-        if not self._legal_edges(p, set(c.members)) or not self._allowed(members):
+        if not self._legal_edges(p, c.inside) or not self._allowed((p, c)):
             return None
         before = self.cost(p) + self.cost(c)
-        return before - self.model.kernel_cost(self.view(members)), "multi", (p, c)
+        return before - self.model.kernel_cost(self.view((p, c))), "multi", (p, c)
 
     def _siblings(self, k: Kernel):
-        view = self.view(k.members)
+        view = self.view((k,))
         if not view.outputs:
             return
         for inp in view.inputs:
@@ -199,26 +211,38 @@ class Partition:
                     yield self._sibling(k, other)
 
     def _sibling(self, a: Kernel, b: Kernel):
-        va, vb = self.view(a.members), self.view(b.members)
+        va, vb = self.view((a,)), self.view((b,))
         if not va.outputs or not vb.outputs or \
                 not self.policy.may_merge_siblings(_hero(va), _hero(vb)):
             return None
-        members = sorted(set(a.members) | set(b.members))
-        if not self._allowed(members):
+        if not self._allowed((a, b)):
             return None
         before = self.cost(a) + self.cost(b)
-        return before - self.model.kernel_cost(self.view(members)), "siblings", (a, b)
+        return before - self.model.kernel_cost(self.view((a, b))), "siblings", (a, b)
 
-    def _allowed(self, members: list[int]) -> bool:
-        key = tuple(members)
+    def _allowed(self, ks: tuple[Kernel, ...]) -> bool:
+        key = tuple(sorted(k.id for k in ks))
         ok = self._limits_ok.get(key)
         if ok is None:
-            ok = self._limits_ok[key] = self.policy.within_limits(self.view(members))
+            ok = self._limits_ok[key] = self.policy.within_limits(self.view(ks))
         return ok
 
     # --- the greedy loop -----------------------------------------------------------------
     def run(self) -> list[list[Instruction]]:
-        """Apply profitable merges, best first; returns the kernels' instruction lists."""
+        """Apply profitable merges, best first; returns the kernels' instruction lists.
+        The cycle check prunes by position, which paths through multi-output kernels can
+        defeat; if the result has a cycle, the merges are redone with the exact check."""
+        kernels = self._merge()
+        if self.exact or not self._has_cycle():
+            return kernels
+        self.__init__(self.comp, self.policy, self.model, self.extra_roots, exact=True)
+        return self._merge()
+
+    def final_views(self) -> list[KernelView]:
+        """The views of the kernels run() returned, in the same order."""
+        return [self.view((k,)) for k in self.kernels.values()]
+
+    def _merge(self) -> list[list[Instruction]]:
         heap: list = []
         seq = itertools.count()
 
@@ -269,8 +293,9 @@ class Partition:
         """Does a new kernel now depend on itself (through another kernel)? Candidates are
         priced without this check; it runs once per merge applied. It follows kernel edges
         (a reader depends on every kernel holding the value it reads, and on values passing
-        through instructions no kernel holds), pruning kernels that start after the new one
-        ends: positions are topological."""
+        through instructions no kernel holds). Unless exact, it prunes kernels that start
+        after the new one ends, which is right while kernels' members are contiguous in
+        position but not in general (run() checks the result)."""
         for k in made:
             end = k.members[-1]
             stack, seen = self._readers(k), set()
@@ -278,25 +303,49 @@ class Partition:
                 r = stack.pop()
                 if r.id == k.id:
                     return True
-                if r.id in seen or r.members[0] > end:
+                if r.id in seen or not self.exact and r.members[0] > end:
                     continue
                 seen.add(r.id)
                 stack.extend(self._readers(r))
         return False
 
+    def _has_cycle(self) -> bool:
+        """One depth-first pass over the whole kernel graph."""
+        state: dict[int, int] = {}               # 1: on the current path, 2: finished
+        for start in self.kernels.values():
+            if start.id in state:
+                continue
+            stack = [(start, iter(self._readers(start)))]
+            state[start.id] = 1
+            while stack:
+                k, readers = stack[-1]
+                r = next(readers, None)
+                if r is None:
+                    state[k.id] = 2
+                    stack.pop()
+                elif state.get(r.id) == 1:
+                    return True
+                elif r.id not in state:
+                    state[r.id] = 1
+                    stack.append((r, iter(self._readers(r))))
+        return False
+
     def _readers(self, k: Kernel) -> list[Kernel]:
+        """Kernels that read a value from k: any other kernel computing a reader of one of
+        k's members without computing the member, also through instructions no kernel
+        holds (tuples, get-tuple-element...)."""
         found: dict[int, Kernel] = {}
-        stack = [(m, u) for m in k.members for u in self.users[m] if u not in k.inside]
+        stack = [(m, u) for m in k.members for u in self.users[m]]
         seen: set[int] = set()
         while stack:
             m, u = stack.pop()
-            if not self.owners[u]:              # a tuple, a get-tuple-element...
-                if u not in seen:
+            if not self.owners[u]:
+                if u not in seen and u not in k.inside:
                     seen.add(u)
                     stack.extend((u, w) for w in self.users[u])
                 continue
             for kid in self.owners[u]:
-                if m not in self.kernels[kid].inside:
+                if kid != k.id and m not in self.kernels[kid].inside:
                     found.setdefault(kid, self.kernels[kid])
         return list(found.values())
 
@@ -327,6 +376,10 @@ class Partition:
         if consumers:
             yield self._dup(p, consumers)
         yield self._multi(p, c)
+
+
+def _union(ks) -> list[int]:
+    return ks[0].members if len(ks) == 1 else sorted(set().union(*(k.inside for k in ks)))
 
 
 def _kernelizable(inst: Instruction) -> bool:

@@ -40,11 +40,18 @@ OP_CLASSES = ("elementwise", "data_movement", "reduction", "contraction")
 
 # Functions of the fusion guard language beyond the rule language's (which see types).
 KERNEL_FUNCTIONS: dict[str, Callable] = {
-    "heroes": lambda k: sum(1 for i in k.members if i.opcode in HEROES),
+    "heroes": lambda k: len({_loop_nest(i) for i in k.members if i.opcode in HEROES}),
     "fan_in": lambda k: len(k.inputs),
     "members": lambda k: len(k.members),
     "outputs": lambda k: len(k.outputs),
 }
+
+
+def _loop_nest(hero: Instruction) -> tuple:
+    """What decides a hero's loop structure: sibling reductions of one input over the same
+    dims share it (and one multi-output kernel); a row and a column sum do not."""
+    return (hero.opcode, tuple(tuple(o.shape.dims) for o in hero.operands if not o.shape.is_tuple),
+            tuple(hero.attrs.get("dimensions", ()) or ()))
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,7 @@ class Outliner:
         local = {i.name for i in comp.instructions}
         producer: dict[int, tuple[str, int]] = {}     # value id -> the unit computing it
         units: list[tuple[str, int]] = []
-        views = [part.view([part.pos[id(m)] for m in members]) for members in kernels]
+        views = part.final_views()
         for k, members in enumerate(kernels):    # a value comes from a kernel writing it,
             units.append(("kernel", k))          # not from one holding a private copy
             for m in views[k].outputs:

@@ -1,0 +1,307 @@
+"""Fusion: rules/default/fusion.rules says what may fuse, the target's cost model what does.
+
+Each test optimizes HLO text with the default rules for a target, checks the fused module
+computes what the original does (interpreter; XLA parses it, and runs it where noted), and
+checks the kernels formed.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import hlo_opt
+from hlo_opt import xla_oracle
+from hlo_opt.errors import UnsupportedError
+from hlo_opt.kernels import kernel_report
+from hlo_opt.tools.hlo_equiv import first_difference, random_array
+
+from conftest import corpus_files, corpus_ids
+
+
+def fused(text: str, target: str = "cpu", check_xla_run: bool = False) -> hlo_opt.Module:
+    """The optimized and fused module, after checking it against the original."""
+    module = hlo_opt.parse(text, "test.hlo")
+    out = hlo_opt.optimize(module, rules="default", target=target)
+    printed = out.to_text()
+    again = hlo_opt.parse(printed, "fused.hlo")
+    rng = np.random.default_rng(0)
+    args = [random_array(p.shape, rng, edges=False) for p in module.entry.parameters]
+    expected = hlo_opt.evaluate(module, args)
+    assert first_difference(expected, hlo_opt.evaluate(again, args)) is None
+    if xla_oracle.available():
+        xla_oracle.parse(printed)
+        if check_xla_run:       # XLA on both sides: its tanh/exp differ from numpy's a little
+            assert first_difference(xla_oracle.run(text, args),
+                                    xla_oracle.run(printed, args)) is None
+    return again
+
+
+def fusions(module: hlo_opt.Module) -> list[tuple[str, list[str]]]:
+    """(kind, opcodes computed inside) of each fusion of the entry, in order."""
+    return [(i.attrs["kind"], [j.opcode for j in i.attrs["calls"].instructions
+                               if j.opcode not in ("parameter", "tuple")])
+            for i in module.entry.instructions if i.opcode == "fusion"]
+
+
+def unfused(module: hlo_opt.Module) -> list[str]:
+    return [i.opcode for i in module.entry.instructions
+            if i.opcode not in ("parameter", "constant", "fusion", "tuple",
+                                "get-tuple-element", "reshape", "bitcast")]
+
+
+SOFTMAX = """HloModule softmax
+max_f32 {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT m = f32[] maximum(a, b)
+}
+add_f32 {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY main {
+  x = f32[64,256] parameter(0)
+  ninf = f32[] constant(-inf)
+  mx = f32[64] reduce(x, ninf), dimensions={1}, to_apply=max_f32
+  mxb = f32[64,256] broadcast(mx), dimensions={0}
+  d = f32[64,256] subtract(x, mxb)
+  e = f32[64,256] exponential(d)
+  zero = f32[] constant(0)
+  s = f32[64] reduce(e, zero), dimensions={1}, to_apply=add_f32
+  sb = f32[64,256] broadcast(s), dimensions={0}
+  ROOT y = f32[64,256] divide(e, sb)
+}
+"""
+
+
+@pytest.mark.parametrize("target", ["cpu", "gpu", "tpu"])
+def test_softmax_becomes_a_few_reduction_kernels(target):
+    out = fused(SOFTMAX, target, check_xla_run=target == "cpu")
+    kinds = [kind for kind, _ in fusions(out)]
+    assert set(unfused(out)) <= {"reduce"}          # a max over x needs no fusion
+    assert kernel_report(out).kernels <= 3          # XLA:CPU makes 4 of this
+    assert kinds.count("kInput") >= 1               # the reductions read fused producers
+    body = [op for _, ops in fusions(out) for op in ops] + unfused(out)
+    assert body.count("reduce") == 2 and "exponential" in body
+
+
+LAYERNORM = """HloModule layernorm
+add_f32 {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY main {
+  x = f32[32,512] parameter(0)
+  gamma = f32[512] parameter(1)
+  zero = f32[] constant(0)
+  n = f32[] constant(0.001953125)
+  nb = f32[32] broadcast(n), dimensions={}
+  s = f32[32] reduce(x, zero), dimensions={1}, to_apply=add_f32
+  mean = f32[32] multiply(s, nb)
+  mb = f32[32,512] broadcast(mean), dimensions={0}
+  c = f32[32,512] subtract(x, mb)
+  sq = f32[32,512] multiply(c, c)
+  v = f32[32] reduce(sq, zero), dimensions={1}, to_apply=add_f32
+  var = f32[32] multiply(v, nb)
+  eps = f32[32] broadcast(f32[] constant(1e-05)), dimensions={}
+  ve = f32[32] add(var, eps)
+  r = f32[32] rsqrt(ve)
+  rb = f32[32,512] broadcast(r), dimensions={0}
+  g = f32[32,512] broadcast(gamma), dimensions={1}
+  nrm = f32[32,512] multiply(c, rb)
+  ROOT y = f32[32,512] multiply(nrm, g)
+}
+"""
+
+
+def test_layernorm_fuses_its_statistics_into_the_reductions():
+    out = fused(LAYERNORM, check_xla_run=True)
+    assert set(unfused(out)) <= {"reduce"}
+    assert kernel_report(out).kernels <= 3
+    reductions = [ops for kind, ops in fusions(out) if "reduce" in ops]
+    assert any("multiply" in ops and "subtract" in ops for ops in reductions)  # c*c, in-kernel
+
+
+BIAS_GELU = """HloModule mlp
+ENTRY main {
+  x = f32[128,256] parameter(0)
+  w = f32[256,512] parameter(1)
+  b = f32[512] parameter(2)
+  h = f32[128,512] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  bb = f32[128,512] broadcast(b), dimensions={1}
+  z = f32[128,512] add(h, bb)
+  half = f32[128,512] broadcast(f32[] constant(0.5)), dimensions={}
+  one = f32[128,512] broadcast(f32[] constant(1)), dimensions={}
+  k = f32[128,512] broadcast(f32[] constant(0.7978846)), dimensions={}
+  z3 = f32[128,512] multiply(z, z)
+  z3b = f32[128,512] multiply(z3, z)
+  c = f32[128,512] broadcast(f32[] constant(0.044715)), dimensions={}
+  t0 = f32[128,512] multiply(c, z3b)
+  t1 = f32[128,512] add(z, t0)
+  t2 = f32[128,512] multiply(k, t1)
+  t = f32[128,512] tanh(t2)
+  u = f32[128,512] add(one, t)
+  hz = f32[128,512] multiply(half, z)
+  ROOT y = f32[128,512] multiply(hz, u)
+}
+"""
+
+
+def test_bias_and_gelu_run_in_the_dot_kernel():
+    out = fused(BIAS_GELU, check_xla_run=True)
+    [(kind, ops)] = fusions(out)
+    assert kind == "kOutput" and ops.count("dot") == 1
+    assert {"add", "tanh", "multiply", "broadcast"} <= set(ops)
+    assert unfused(out) == []
+
+
+SIBLINGS = """HloModule stats
+add_f32 {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY main {
+  x = f32[256,1024] parameter(0)
+  zero = f32[] constant(0)
+  s = f32[256] reduce(x, zero), dimensions={1}, to_apply=add_f32
+  sq = f32[256,1024] multiply(x, x)
+  ssq = f32[256] reduce(sq, zero), dimensions={1}, to_apply=add_f32
+  ROOT t = (f32[256], f32[256]) tuple(s, ssq)
+}
+"""
+
+
+def test_sibling_reductions_share_one_multi_output_kernel():
+    out = fused(SIBLINGS, check_xla_run=True)
+    [fusion] = [i for i in out.entry.instructions if i.opcode == "fusion"]
+    assert fusion.attrs["kind"] == "kInput" and fusion.shape.is_tuple
+    assert [op for op in fusions(out)[0][1]].count("reduce") == 2
+    assert len(fusion.operands) == 1                  # x is read once
+    assert sum(1 for i in out.entry.instructions if i.opcode == "get-tuple-element") == 2
+
+
+# An expensive producer (erf, ~30 vector instructions an element) read by two reductions
+# with different loop nests (a row sum and a column sum), which cannot share a kernel.
+# Recomputing it in both is nearly free on a GPU, where arithmetic is cheap next to launches
+# and HBM traffic; on a CPU core it is the dearest thing in the program, so it is computed
+# once and written for the second reader.
+SHARED_PRODUCER = """HloModule shared
+add_f32 {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY main {
+  x = f32[1024,1024] parameter(0)
+  p = f32[1024,1024] erf(x)
+  zero = f32[] constant(0)
+  rows = f32[1024] reduce(p, zero), dimensions={1}, to_apply=add_f32
+  cols = f32[1024] reduce(p, zero), dimensions={0}, to_apply=add_f32
+  ROOT r = (f32[1024], f32[1024]) tuple(rows, cols)
+}
+"""
+
+
+def test_a_shared_producer_is_duplicated_on_gpu_and_computed_once_on_cpu():
+    gpu = fused(SHARED_PRODUCER, "gpu")
+    cpu = fused(SHARED_PRODUCER, "cpu")
+    gpu_erfs = sum(ops.count("erf") for _, ops in fusions(gpu))
+    cpu_erfs = sum(ops.count("erf") for _, ops in fusions(cpu)) + unfused(cpu).count("erf")
+    assert gpu_erfs == 2 and unfused(gpu) == [] and kernel_report(gpu).kernels == 2
+    assert cpu_erfs == 1 and kernel_report(cpu).bytes_written > 4 * 1024 * 1024
+
+
+# A transpose of the minor dimension feeding an add: on a CPU one loop reading x with a
+# stride costs less than writing and re-reading the transpose; on a GPU the strided loads
+# would not coalesce, so the transpose stays a kernel of its own (as XLA:GPU emits it).
+MINOR_TRANSPOSE = """HloModule transpose
+ENTRY main {
+  x = f32[1024,1024] parameter(0)
+  y = f32[1024,1024] parameter(1)
+  t = f32[1024,1024] transpose(x), dimensions={1,0}
+  ROOT s = f32[1024,1024] add(t, y)
+}
+"""
+
+
+def test_a_minor_dim_transpose_fuses_on_cpu_but_not_on_gpu():
+    cpu = fused(MINOR_TRANSPOSE, "cpu")
+    gpu = fused(MINOR_TRANSPOSE, "gpu")
+    assert kernel_report(cpu).kernels == 1 and fusions(cpu)[0][1] == ["transpose", "add"]
+    assert kernel_report(gpu).kernels == 2 and "transpose" in unfused(gpu)
+
+
+def test_fusion_can_be_turned_off_and_the_rules_decide_what_may_fuse(tmp_path):
+    module = hlo_opt.parse(BIAS_GELU)
+    plain = hlo_opt.optimize(module, rules="default", fusion=False)
+    assert not any(i.opcode == "fusion" for i in plain.entry.instructions)
+    # A rule set whose only declaration fuses elementwise ops into each other: the dot
+    # stays a kernel of its own, whatever the cost model would prefer.
+    rules = tmp_path / "loops.rules"
+    rules.write_text("fuse loops: elementwise <- elementwise, broadcast\n")
+    out = hlo_opt.optimize(module, rules=[str(rules)])
+    assert "dot" in unfused(out) and fusions(out) and \
+        all("dot" not in ops for _, ops in fusions(out))
+
+
+def test_kernel_limits_are_obeyed(tmp_path):
+    rules = tmp_path / "small.rules"
+    rules.write_text("fuse loops: elementwise <- elementwise, broadcast\n"
+                     "limit tiny: members(kernel) <= 3\n")
+    out = hlo_opt.optimize(hlo_opt.parse(BIAS_GELU), rules=[str(rules)])
+    sizes = [sum(op != "constant" for op in ops) for _, ops in fusions(out)]
+    assert sizes and max(sizes) <= 3
+
+
+@pytest.mark.parametrize("text, message", [
+    ("fuse f: elementwise <- frobnicate\n", "x.rules:1:1: 'frobnicate' is neither an opcode"),
+    ("fuse f: add <- multiply when heroes(producer) <= 1\n", "x.rules:1:"),
+    ("limit l: fan_in(consumer) <= 4\n", "x.rules:1:"),
+])
+def test_broken_fusion_declarations_are_positioned_errors(tmp_path, text, message):
+    path = tmp_path / "x.rules"
+    path.write_text(text)
+    with pytest.raises(hlo_opt.HloError) as err:
+        hlo_opt.optimize(hlo_opt.parse(SOFTMAX), rules=[str(path)])
+    assert str(err.value).endswith(str(err.value).split("\n")[0])
+    assert message.split(":")[1] in str(err.value).replace(str(tmp_path) + "/", "")
+
+
+def test_training_step_has_far_fewer_kernels_than_ops():
+    path = corpus_files(include_xla_opt=False)[0].parent / "mlp_train_sgd.hlo"
+    module = hlo_opt.parse(path.read_text(), str(path))
+    before = kernel_report(hlo_opt.optimize(module, rules="default", fusion=False))
+    text = hlo_opt.optimize(module, rules="default").to_text()
+    after = kernel_report(hlo_opt.parse(text))
+    assert after.kernels * 2 <= before.kernels
+    assert after.bytes_written < before.bytes_written
+    rng = np.random.default_rng(2)
+    args = [random_array(p.shape, rng, edges=False) for p in module.entry.parameters]
+    assert first_difference(hlo_opt.evaluate(module, args),
+                            hlo_opt.evaluate(hlo_opt.parse(text), args)) is None
+    if xla_oracle.available():
+        assert first_difference(hlo_opt.evaluate(module, args),
+                                xla_oracle.run(text, args)) is None
+
+
+NON_XLA = corpus_files(include_xla_opt=False)
+
+
+@pytest.mark.parametrize("path", NON_XLA, ids=corpus_ids(NON_XLA))
+def test_every_fixture_fused_for_gpu_computes_the_same(path):
+    """(The cpu target is covered by test_optimize's corpus test, which fuses too.)"""
+    module = hlo_opt.parse(path.read_text(), str(path))
+    out = hlo_opt.optimize(module, rules="default", target="gpu", time_limit=10)
+    text = out.to_text()
+    if xla_oracle.available():
+        xla_oracle.parse(text)
+    rng = np.random.default_rng(4)
+    args = [random_array(p.shape, rng, edges=False) for p in module.entry.parameters]
+    try:
+        expected = hlo_opt.evaluate(module, args)
+    except UnsupportedError:
+        pytest.skip("the interpreter cannot run this module")
+    assert first_difference(expected, hlo_opt.evaluate(hlo_opt.parse(text), args)) is None
