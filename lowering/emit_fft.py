@@ -20,6 +20,7 @@ from .emit_loops import Index, nest
 from .ltypes import F64, I64, component, elem
 
 MAX_POINTS = 4096
+MATRIX_POINTS = 64      # transforms this short get an n x n twiddle table (n^2 doubles)
 
 
 def why_not(inst) -> str | None:
@@ -33,22 +34,34 @@ def why_not(inst) -> str | None:
 
 
 def _twiddles(b: ir.IRBuilder, n: int, sign: int):
-    """Global tables cos/sin(sign * 2 pi j / n), j < n, in double."""
+    """Global tables cos/sin(sign * 2 pi m / n) in double: for m = k * j mod n, row k
+    of an n x n matrix, when n <= MATRIX_POINTS (the sum over j then reads them
+    contiguously and vectorizes without gathers), else for m < n (read at k * j mod n)."""
+    full = n <= MATRIX_POINTS
     name = f"hlo_twiddle_{n}_{'p' if sign > 0 else 'm'}"
     module = b.module
     try:
         return module.get_global(name + ".re"), module.get_global(name + ".im")
     except KeyError:
         pass
-    angles = sign * 2 * np.pi * np.arange(n) / n
+    m = np.arange(n)
+    angles = sign * 2 * np.pi * ((np.outer(m, m) % n).ravel() if full else m) / n
     tables = []
     for part, values in (("re", np.cos(angles)), ("im", np.sin(angles))):
-        g = ir.GlobalVariable(module, ir.ArrayType(F64, n), f"{name}.{part}")
-        g.initializer = ir.Constant(ir.ArrayType(F64, n), [float(v) for v in values])
+        t = ir.ArrayType(F64, values.size)
+        g = ir.GlobalVariable(module, t, f"{name}.{part}")
+        g.initializer = ir.Constant(t, [float(v) for v in values])
         g.global_constant = True
         g.linkage = "internal"
         tables.append(g)
     return tuple(tables)
+
+
+def _twiddle_index(b, k, j, n: int):
+    """Where twiddle (k, j) of an n-point transform is in its tables (see _twiddles)."""
+    if n <= MATRIX_POINTS:
+        return b.add(b.mul(_v(k), I64(n)), _v(j))
+    return b.urem(b.mul(_v(k), _v(j)), I64(n))
 
 
 def _load(b, table, i):
@@ -85,7 +98,7 @@ def fft_value(gen: Elemental, inst, index: Index):
             im = b.select(conj, b.fneg(im), im)
         w_re, w_im = F64(1.0), F64(0.0)
         for k, n, length, (t_re, t_im) in zip(ks, ns, lengths, tables):
-            j = b.urem(b.mul(_v(k), _v(n)), I64(length))
+            j = _twiddle_index(b, k, n, length)
             c, s = _load(b, t_re, j), _load(b, t_im, j)
             w_re, w_im = (b.fsub(b.fmul(w_re, c), b.fmul(w_im, s)),
                           b.fadd(b.fmul(w_re, s), b.fmul(w_im, c)))

@@ -213,7 +213,7 @@ def _plan(roots, stored):
     entry = PHASES.get(roots[0].opcode)
     if entry:
         return entry[1](roots[0])
-    return _plan_elemental(roots, stored - {id(r) for r in roots})
+    return plan_loop(roots, stored - {id(r) for r in roots})
 
 
 # --------------------------------------------------------------------- loop phases
@@ -247,8 +247,9 @@ def _layout_changes(inst) -> bool:
                default_layout(s.rank).minor_to_major for s in (inst.shape, inst.operands[0].shape))
 
 
-def _plan_elemental(roots, stored):
-    """(outer extent, work, scratch): elements of a flat loop, else rows (see emit_loop)."""
+def plan_loop(roots, stored):
+    """(outer extent, work, scratch) of emit_loop over `roots`: elements of a flat loop,
+    else rows. `stored`: ids of the values the loop reads from memory."""
     dims = _dims(roots[0])
     n = math.prod(dims)
     return (n if _flat(dims, roots, stored) else row_split(dims)[0], float(n * len(roots)), 0)

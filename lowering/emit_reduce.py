@@ -15,18 +15,24 @@ Two loop structures for a stored reduce:
   loop over the tile inside, so every input row is read contiguously.
 A reduce inside a fused expression (e.g. reduce then an elementwise op at the same index) is
 computed at its index with the row structure.
+
+reduce-window folds the window of one output at a time, padding skipped by loop bounds. A
+stored reduce-window whose window leaves a minor run alone (a pool over NHWC, a cumulative
+op down the columns) uses the column structure instead: window rows folded into tiles.
 """
 from __future__ import annotations
 
 import math
+from contextlib import ExitStack, contextmanager
 
 from llvmlite import ir
 
 from . import emit_elementwise
 from .elemental import Elemental, register
+from .emit_kernel import emit_loop, plan_loop
 from .emit_kernel import register as register_phase
-from .emit_loops import Index, const, delinearize, for_range, nest
-from .ltypes import I1, I64, elem, round_to, store
+from .emit_loops import Index, add, clamp, const, delinearize, for_range, mul, nest, sub
+from .ltypes import I64, elem, round_to, store
 
 COLUMN_TILE = 256                 # outputs per column tile (1 KiB of f32 accumulators)
 _ASSOCIATIVE = frozenset({"add", "multiply", "maximum", "minimum", "and", "or", "xor"})
@@ -141,8 +147,7 @@ def _column_layout(inst):
     if not reduced or not in_dims:
         return None
     run = math.prod(in_dims[reduced[-1] + 1:])
-    if run < 8 or any(elem(s.element_type).kind == "complex" for s in
-                      (inst.shape.leaves() if inst.shape.is_tuple else [inst.shape])):
+    if run < 8 or _has_complex(inst):
         return None
     outer = [d for d in range(reduced[-1]) if d not in reduced]
     return outer, reduced, run
@@ -182,7 +187,26 @@ def _emit_rows(kb, inst, dests, lo, hi):
 
 
 def _emit_columns(kb, inst, dests, lo, hi, outer, reduced, run):
-    """Tiles of adjacent outputs along the kept minor run; accumulators in stack arrays."""
+    """Tiles of adjacent outputs along the kept minor run, folding every input row of the
+    reduced dimensions into them."""
+    in_dims = _operands(inst)[0][0].shape.dims
+
+    @contextmanager
+    def rows(b, outer_vals):
+        with nest(b, [in_dims[d] for d in reduced], "r") as rvals:
+            coords: list = [0] * (reduced[-1] + 1)
+            for d, v in zip(outer + reduced, list(outer_vals) + list(rvals)):
+                coords[d] = v
+            yield coords
+    _emit_tiles(kb, inst, dests, lo, hi, [in_dims[d] for d in outer], run, rows)
+
+
+def _emit_tiles(kb, inst, dests, lo, hi, outer_dims, run, rows):
+    """Tiles of up to COLUMN_TILE adjacent outputs along a contiguous run of `run`
+    elements, one tile per (outer index, part of the run); accumulators in stack arrays.
+    `rows(b, outer coordinates)` loops over the input rows folded into the tile and yields
+    the coordinates of a row's leading dimensions; the loop over the tile is innermost, so
+    each row is read contiguously and the tile's independent folds vectorize."""
     b = kb.b
     gen = kb.elemental()
     inputs, inits = _operands(inst)
@@ -192,28 +216,19 @@ def _emit_columns(kb, inst, dests, lo, hi, outer, reduced, run):
     reducer = Reducer(gen, inst.attrs["to_apply"])
     init_values = [gen.value(i, Index.scalar()) for i in inits]
     accs = [gen.alloca(ir.ArrayType(v.type, tile)) for v in init_values]
-    outer_dims = [in_dims[d] for d in outer]
-    minor = list(range(reduced[-1] + 1, len(in_dims)))
     with for_range(b, lo, hi, "tile", vectorize=False) as t:
         o = b.udiv(t, I64(tiles))
         start = b.mul(b.urem(t, I64(tiles)), I64(tile))
         width = b.select(b.icmp_signed("<", b.add(start, I64(tile)), I64(run)), I64(tile),
                          b.sub(I64(run), start))
-        outer_vals = delinearize(b, o, outer_dims)
         with for_range(b, 0, width, "w") as w:
             for acc, v in zip(accs, init_values):
                 b.store(v, _at(b, acc, w))
-        with nest(b, [in_dims[d] for d in reduced], "r") as rvals:
+        with rows(b, delinearize(b, o, outer_dims)) as leading:
             with for_range(b, 0, width, "w") as w:
                 gen.push_scope()
-                coords: list = [0] * len(in_dims)
-                for d, v in zip(outer, outer_vals):
-                    coords[d] = v
-                for d, v in zip(reduced, rvals):
-                    coords[d] = v
-                for d, v in zip(minor, delinearize(b, b.add(start, w), [in_dims[d] for d in minor])):
-                    coords[d] = v
-                xs = [gen.value(x, Index(in_dims, values=coords)) for x in inputs]
+                minor = delinearize(b, b.add(start, w), in_dims[len(leading):])
+                xs = [gen.value(x, Index(in_dims, values=list(leading) + minor)) for x in inputs]
                 current = [b.load(_at(b, acc, w), typ=acc.allocated_type.element) for acc in accs]
                 for acc, v in zip(accs, reducer(current, xs)):
                     b.store(v, _at(b, acc, w))
@@ -233,8 +248,9 @@ def _at(b, array, i):
 # ------------------------------------------------------------------------ reduce-window
 
 def reduce_window_value(gen: Elemental, inst, index: Index):
-    """Fold the window at `index` in row-major order, skipping padding and the holes of
-    base (lhs) dilation."""
+    """Fold the window at `index` in row-major order. Padding is skipped by the loop bounds
+    (no test per position: a window along a row is a plain loop that vectorizes); the
+    holes of base (lhs) dilation by a test per position."""
     b = gen.b
     inputs, inits = _operands(inst)
     in_dims = inputs[0].shape.dims
@@ -248,26 +264,133 @@ def reduce_window_value(gen: Elemental, inst, index: Index):
     reducer = Reducer(gen, inst.attrs["to_apply"])
     slots = _slots(gen, [gen.value(i, Index.scalar()) for i in inits])
     outs = index.values(b)
-    with nest(b, list(size), "k") as ks:
+    spans = [_window_span(b, outs[d], stride[d], dil[d], pad[d], size[d], in_dims[d])
+             if base[d] == 1 else (0, size[d]) for d in range(rank)]
+    with _span_nest(b, spans, "k") as ks:
         gen.push_scope()
-        ok, coords = I1(1), []
+        ok, coords = None, []
         for d in range(rank):
-            pos = b.sub(b.add(b.mul(const(outs[d]), I64(stride[d])), b.mul(const(ks[d]), I64(dil[d]))),
-                        I64(pad[d][0]))
-            good = b.icmp_signed(">=", pos, I64(0))
+            pos = sub(b, add(b, mul(b, outs[d], stride[d]), mul(b, ks[d], dil[d])), pad[d][0])
             if base[d] > 1:
-                good = b.and_(good, b.icmp_signed("==", b.srem(pos, I64(base[d])), I64(0)))
+                pos = const(pos)
+                good = b.and_(b.icmp_signed(">=", pos, I64(0)),
+                              b.icmp_signed("==", b.srem(pos, I64(base[d])), I64(0)))
                 pos = b.sdiv(pos, I64(base[d]))
-            good = b.and_(good, b.icmp_signed("<", pos, I64(in_dims[d])))
-            ok = b.and_(ok, good)
-            coords.append(b.select(good, pos, I64(0)))
-        with b.if_then(ok):
-            xs = [gen.value(x, Index(in_dims, values=coords)) for x in inputs]
-            _write(gen, slots, reducer(_read(gen, slots), xs))
+                good = b.and_(good, b.icmp_signed("<", pos, I64(in_dims[d])))
+                ok = good if ok is None else b.and_(ok, good)
+                pos = b.select(good, pos, I64(0))
+            coords.append(pos)
+        if ok is None:
+            _fold(gen, reducer, slots, inputs, Index(in_dims, values=coords))
+        else:
+            with b.if_then(ok):
+                _fold(gen, reducer, slots, inputs, Index(in_dims, values=coords))
         gen.pop_scope()
     result = reducer.finish(_read(gen, slots))
     return result if inst.shape.is_tuple else result[0]
 
 
+def _fold(gen: Elemental, reducer, slots, inputs, index: Index) -> None:
+    xs = [gen.value(x, index) for x in inputs]
+    _write(gen, slots, reducer(_read(gen, slots), xs))
+
+
+def _window_span(b, o, stride: int, dil: int, pad, size: int, n: int):
+    """[k_lo, k_hi): the window positions k < size whose input position
+    o * stride + k * dil - pad_lo lies in [0, n). Without padding all of them do."""
+    if pad == (0, 0):
+        return 0, size
+    start = sub(b, mul(b, o, stride), pad[0])
+    return (clamp(b, _ceil_div(b, sub(b, 0, start), dil), 0, size),
+            clamp(b, _ceil_div(b, sub(b, n, start), dil), 0, size))
+
+
+def _ceil_div(b, x, d: int):
+    """x / d rounded up for x > 0; some value <= 0 for x <= 0 (callers clamp at 0)."""
+    if isinstance(x, int):
+        return -(-x // d)
+    return x if d == 1 else b.sdiv(b.add(x, I64(d - 1)), I64(d))
+
+
+@contextmanager
+def _span_nest(b, spans, name: str):
+    """Nested loops over [lo, hi) per dimension, outermost first (see emit_loops.nest);
+    yields the coordinates."""
+    values: list = []
+    last = max((d for d, (lo, hi) in enumerate(spans) if not _single(lo, hi)), default=-1)
+    with ExitStack() as stack:
+        for d, (lo, hi) in enumerate(spans):
+            if _single(lo, hi):
+                values.append(lo)
+            else:
+                values.append(stack.enter_context(
+                    for_range(b, lo, hi, f"{name}{d}", vectorize=d == last)))
+        yield values
+
+
+def _single(lo, hi) -> bool:
+    return isinstance(lo, int) and isinstance(hi, int) and hi - lo == 1
+
+
+# ----------------------------------------------------------- stored reduce-window phase
+
+def _window_layout(inst):
+    """(m, run) when the window leaves the dimensions from m on alone (size 1, stride 1,
+    no padding or dilation) and they hold a run of at least 8 elements: a window over
+    rows (a cumulative max down the columns, a pool over NHWC) then folds whole input rows
+    into tiles of adjacent outputs, as a column reduce does, instead of one output at a
+    time down a strided column."""
+    window = inst.attrs.get("window")
+    in_dims = _operands(inst)[0][0].shape.dims
+    if window is None or any(x != 1 for x in window.lhs_dilate) or _has_complex(inst):
+        return None
+    m = len(in_dims)
+    while m and (window.size[m - 1], window.stride[m - 1], window.pad[m - 1],
+                 window.rhs_dilate[m - 1]) == (1, 1, (0, 0), 1):
+        m -= 1
+    run = math.prod(in_dims[m:])
+    return (m, run) if m and run >= 8 else None
+
+
+def _has_complex(inst) -> bool:
+    leaves = inst.shape.leaves() if inst.shape.is_tuple else [inst.shape]
+    return any(elem(s.element_type).kind == "complex" for s in leaves)
+
+
+def plan_reduce_window(inst):
+    """(extent, work, scratch): tiles of the row structure, else emit_loop's plan."""
+    layout = _window_layout(inst)
+    if layout is None:
+        return plan_loop([inst], set())
+    m, run = layout
+    out_dims = inst.shape.leaves()[0].dims if inst.shape.is_tuple else inst.shape.dims
+    work = float(math.prod(out_dims) * math.prod(inst.attrs["window"].size))
+    return math.prod(out_dims[:m]) * -(-run // COLUMN_TILE), work, 0
+
+
+def emit_reduce_window(kb, inst, dests, lo, hi):
+    """A stored reduce-window: tiles of outputs (see _window_layout), else one output at a
+    time in the loop over its index space (reduce_window_value)."""
+    layout = _window_layout(inst)
+    if layout is None:
+        emit_loop(kb, [(inst, dests, None)], lo, hi)
+        return
+    m, run = layout
+    win = inst.attrs["window"]
+    in_dims = _operands(inst)[0][0].shape.dims
+
+    @contextmanager
+    def rows(b, outs):
+        spans = [_window_span(b, outs[d], win.stride[d], win.rhs_dilate[d], win.pad[d],
+                              win.size[d], in_dims[d]) for d in range(m)]
+        with _span_nest(b, spans, "k") as ks:
+            yield [sub(b, add(b, mul(b, outs[d], win.stride[d]),
+                              mul(b, ks[d], win.rhs_dilate[d])), win.pad[d][0])
+                   for d in range(m)]
+    out_dims = dests[0].dims
+    _emit_tiles(kb, inst, dests, lo, hi, out_dims[:m], run, rows)
+
+
 register({"reduce": reduce_value, "reduce-window": reduce_window_value})
 register_phase("reduce", emit_reduce, plan_reduce)
+register_phase("reduce-window", emit_reduce_window, plan_reduce_window)

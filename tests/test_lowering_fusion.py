@@ -1,14 +1,16 @@
 """Fused modules (what XLA and our optimizer's fusion print) compile and compute what the
 interpreter computes: kLoop, kInput and kOutput fusions, multi-output fusions whose fused
-computation's root is a tuple read through get-tuple-element, fusions inside loop bodies
-(XLA:CPU's own fusions, kLoop and kCustom, are the corpus's *.xla_opt.hlo fixtures, run by
-test_lowering_corpus.py)."""
+computation's root is a tuple read through get-tuple-element, fusions inside loop bodies, and
+what hlo_opt.optimize fuses. (XLA:CPU's own fusions, kLoop and kCustom, are the corpus's
+*.xla_opt.hlo fixtures, run by test_lowering_corpus.py.)"""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
 import hlo_opt
+from conftest import CORPUS
+from hlo_opt.tools.hlo_run import random_inputs
 from lowering_helpers import random_args, run_both
 from test_lowering_corpus import assert_outputs_match
 
@@ -138,3 +140,17 @@ def test_each_fusion_is_one_kernel_call():
     ours, want = run_both(fused_module("input_multi"), [np.ones((32, 64), np.float32)])
     assert_outputs_match(ours, want, "input_multi, ones")
 
+
+@pytest.mark.parametrize("name", ["mlp_train_adam", "scan_rnn_grad", "low_precision"])
+def test_optimizer_fused_corpus_module_matches_interpreter(name):
+    """What hlo_opt.optimize's fusion makes of training steps, a scan's gradient (fusions in
+    loop bodies) and narrow floats: multi-output kLoop, kInput and kOutput fusions."""
+    path = CORPUS / f"{name}.hlo"
+    module = hlo_opt.parse(path.read_text(), str(path))
+    fused = hlo_opt.optimize(module, time_limit=10)
+    assert any(i.opcode == "fusion" for i in fused.instructions())
+    exe = hlo_opt.compile(fused)
+    assert exe.stats["fallbacks"] == []
+    args = random_inputs(module, seed=0)
+    with np.errstate(all="ignore"):
+        assert_outputs_match(exe.run(args), hlo_opt.evaluate(module, args), name)

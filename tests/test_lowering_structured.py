@@ -186,6 +186,50 @@ def test_reduce_window_with_padding_strides_and_dilation():
                  ADD["f32"]))
 
 
+@pytest.mark.parametrize("body", [
+    # A pool over NHWC: the channels are a run the window leaves alone.
+    """x = f32[2,11,13,16] parameter(0)
+       z = f32[] constant(-inf)
+       ROOT r = f32[2,6,4,16] reduce-window(x, z), window={size=1x3x3x1 stride=1x2x3x1 pad=0_0x1_1x1_1x0_0 rhs_dilate=1x1x2x1}, to_apply=max_f32""",
+    # A cumulative max down the columns of a fused product; two tiles, the last partial.
+    """x = f32[16,300] parameter(0)
+       sq = f32[16,300] multiply(x, x)
+       z = f32[] constant(-inf)
+       ROOT r = f32[16,300] reduce-window(sq, z), window={size=16x1 pad=15_0x0_0}, to_apply=max_f32""",
+    # Narrow floats accumulate in f32; integers exactly.
+    """x = bf16[10,40] parameter(0)
+       z = bf16[] constant(0)
+       ROOT r = bf16[5,40] reduce-window(x, z), window={size=3x1 stride=2x1 pad=1_1x0_0}, to_apply=add_bf16""",
+    """x = s32[7,3,12] parameter(0)
+       z = s32[] constant(0)
+       ROOT r = s32[7,3,12] reduce-window(x, z), window={size=7x2x1 pad=6_0x1_0x0_0}, to_apply=add_s32""",
+])
+def test_reduce_window_over_rows_folds_tiles_of_columns(body):
+    """Windows that leave a minor run of 8 or more alone fold whole input rows into tiles
+    of adjacent outputs (emit_reduce._window_layout)."""
+    check(module(body, "\n".join([MAX_F32, ADD["bf16"], ADD["s32"]])))
+
+
+def test_variadic_reduce_window_over_rows():
+    comp = """argmax {
+  a = f32[] parameter(0)
+  i = s32[] parameter(1)
+  b = f32[] parameter(2)
+  j = s32[] parameter(3)
+  gt = pred[] compare(a, b), direction=GT
+  v = f32[] select(gt, a, b)
+  k = s32[] select(gt, i, j)
+  ROOT t = (f32[], s32[]) tuple(v, k)
+}"""
+    check(module("""
+        x = f32[6,20] parameter(0)
+        i = s32[6,20] iota(), iota_dimension=0
+        m = f32[] constant(-inf)
+        z = s32[] constant(-1)
+        ROOT r = (f32[6,20], s32[6,20]) reduce-window(x, i, m, z), window={size=3x1 pad=1_1x0_0}, to_apply=argmax""",
+                 comp))
+
+
 # ------------------------------------------------------------------------------ fft
 
 @pytest.mark.parametrize("x,out,attrs", [
@@ -196,6 +240,10 @@ def test_reduce_window_with_padding_strides_and_dilation():
     ("c64[2,4,6]", "c64[2,4,6]", "fft_type=FFT, fft_length={4,6}"),
     ("f32[4,6]", "c64[4,4]", "fft_type=RFFT, fft_length={4,6}"),
     ("c128[2,8]", "c128[2,8]", "fft_type=FFT, fft_length={8}"),
+    # Longer than emit_fft.MATRIX_POINTS: twiddles read at k * j mod n, not from a matrix.
+    ("c64[2,100]", "c64[2,100]", "fft_type=IFFT, fft_length={100}"),
+    ("c64[2,66]", "f32[2,130]", "fft_type=IRFFT, fft_length={130}"),
+    ("c64[2,3,70]", "c64[2,3,70]", "fft_type=FFT, fft_length={3,70}"),
 ])
 def test_fft(x, out, attrs):
     check(module(f"""

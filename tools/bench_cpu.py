@@ -3,6 +3,7 @@
     python -m hlo_opt.tools.bench_cpu                 # every JAX fixture of tests/corpus
     python -m hlo_opt.tools.bench_cpu softmax mlp     # fixtures whose name contains a word
     python -m hlo_opt.tools.bench_cpu --limits        # also the physical limits section
+    python -m hlo_opt.tools.bench_cpu --optimize      # ours on hlo_opt.optimize's output
 
 Per fixture, in one process: compile time from a cold cache (ours: parse -> machine code;
 XLA's: parse -> StableHLO -> XLA:CPU executable), then the median per-call time of each
@@ -17,6 +18,10 @@ or convolution are the elementwise/reduction class. Geomeans over all fixtures a
 --limits measures the machine (memcpy bandwidth, FMA peak of one and all cores) and how
 close two large kernels come: a memory-bound fused elementwise kernel (bytes moved /
 bandwidth) and a compute-bound matmul (flops / peak); best of 15 calls each, outputs reused.
+
+--optimize runs ours on what hlo_opt.optimize makes of each fixture (default rules, fusion)
+instead of on the fixture with the lowering's own kernel formation; XLA and numpy still run
+the fixture. Compile time then excludes optimization (bench_optimize times that).
 """
 from __future__ import annotations
 
@@ -30,7 +35,7 @@ import warnings
 
 import numpy as np
 
-from .. import evaluate, parse
+from .. import evaluate, optimize, parse
 from .hlo_run import random_inputs
 
 CORPUS = pathlib.Path(__file__).resolve().parent.parent / "tests" / "corpus"
@@ -68,16 +73,22 @@ def _xla_runner(text: str):
     return compiled.seconds, prepare
 
 
-def bench_module(path: pathlib.Path, rounds: int, calls: int, numpy_calls: int) -> dict:
+OPTIMIZE_SECONDS = 10.0                 # saturation limit per fixture for --optimize
+
+
+def bench_module(path: pathlib.Path, rounds: int, calls: int, numpy_calls: int,
+                 optimized: bool = False) -> dict:
     from ..lowering import compile as compile_cpu
     from ..lowering.runtime import clear_caches
     text = path.read_text()
+    module = parse(text, str(path))
+    ours_text = optimize(module, time_limit=OPTIMIZE_SECONDS).to_text() if optimized else text
     clear_caches()                      # compile time from cold: no kernel of earlier modules
     start = time.perf_counter()
-    module = parse(text, str(path))
+    ours_module = parse(ours_text, str(path))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        exe = compile_cpu(module)
+        exe = compile_cpu(ours_module)
     ours_compile = time.perf_counter() - start
     args = random_inputs(module, seed=0)
     row = {"name": path.name.removesuffix(".hlo"), "ours_compile": ours_compile,
@@ -87,7 +98,7 @@ def bench_module(path: pathlib.Path, rounds: int, calls: int, numpy_calls: int) 
                                       for i in module.instructions()) else "elementwise/reduce"}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        exe_ftz = compile_cpu(module, flush_denormals=True)
+        exe_ftz = compile_cpu(ours_module, flush_denormals=True)
     ours = lambda: exe.run(args)   # noqa: E731
     ours_ftz = lambda: exe_ftz.run(args)   # noqa: E731
     ours()
@@ -314,6 +325,8 @@ def main(argv=None) -> int:
     p.add_argument("--numpy-calls", type=int, default=3)
     p.add_argument("--xla-opt", action="store_true", help="also XLA-optimized fixtures")
     p.add_argument("--limits", action="store_true", help="measure the physical limits too")
+    p.add_argument("--optimize", action="store_true",
+                   help="run ours on hlo_opt.optimize's output (rules and fusion)")
     args = p.parse_args(argv)
     files = sorted(CORPUS.glob("*.hlo"))
     if not args.xla_opt:
@@ -322,7 +335,7 @@ def main(argv=None) -> int:
         files = [f for f in files if any(n in f.name for n in args.names)]
     rows = []
     for f in files:
-        rows.append(bench_module(f, args.rounds, args.calls, args.numpy_calls))
+        rows.append(bench_module(f, args.rounds, args.calls, args.numpy_calls, args.optimize))
         print(f"  {rows[-1]['name']}: ours {_fmt_time(rows[-1]['ours'])} us, "
               f"xla {_fmt_time(rows[-1].get('xla'))} us", file=sys.stderr, flush=True)
     print(report(rows))
