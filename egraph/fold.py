@@ -16,7 +16,6 @@ Evaluation failures (unsupported op, error) leave the term alone and are counted
 """
 from __future__ import annotations
 
-import os
 
 import numpy as np
 
@@ -25,12 +24,11 @@ from ..grammar.rules_parser import Call, Comparison, Fold, Name, Number
 from ..ir import ELIDED, Computation, Instruction, Module
 from ..ops import OPS, is_elementwise
 from ..shape import AnyShape, Shape
-from .bindings import egg
 from .callees import Callees
 from .constants import canonical_scalar_text, scalar_from_text
 from .encode import NEVER_MERGED, Encoding, splat_value
 from .frozen import Values, no_gc
-from .ingest import SPAN, scratch_folder
+from .ingest import run_commands
 from .rule_functions import COMPARISONS, FUNCTIONS, NoValue
 from .terms import attr_text, attr_value_text, ir_attrs, type_text
 
@@ -93,11 +91,8 @@ class Folder:
         with no_gc():
             session = _Session(self, egraph, egraph.freeze().functions, encoding, callees)
             unions = session.fold_requests()
-        if unions:                  # a file: parsing one long program text is quadratic
-            path = os.path.join(scratch_folder(), "folds.egg")
-            with open(path, "w") as f:
-                f.write("\n".join(unions))
-            egraph.run_program(egg.Include(SPAN, path))
+        if unions:
+            run_commands(egraph, unions, "folds")
         return len(unions)
 
 

@@ -101,3 +101,12 @@ def scratch_folder() -> str:
         _FOLDER = tempfile.mkdtemp(prefix="hlo-opt-facts-")
         atexit.register(shutil.rmtree, _FOLDER, True)
     return _FOLDER
+
+
+def run_commands(egraph: egg.EGraph, commands: list[str], name: str) -> None:
+    """Run many small commands through a file and egglog's `include`: parsing one long
+    program text in Python is quadratic in its length."""
+    path = os.path.join(scratch_folder(), f"{name}.egg")
+    with open(path, "w") as f:
+        f.write("\n".join(commands))
+    egraph.run_program(egg.Include(SPAN, path))

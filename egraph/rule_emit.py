@@ -1,16 +1,14 @@
 """RuleIR -> egglog `rule` commands in the term encoding of schema.py.
 
 One DSL rule becomes one egglog rule per *variant*: each commutative node matches in either
-operand order, each rank-specialized function is written once per length 0..MAX_RANK, and
-each right-side splat is a bare scalar (rank 0) or a broadcast of one. Variants are
-discovered while emitting: `choose` raises NeedChoice the first time it meets a decision,
-and `emit_rule` re-emits once per option. Lengths are chosen for *base* lists only (list
-attributes, terms' dims), grouped where the pattern says they are equal; the lengths of
-function results follow (Fn.length), and a variant whose lengths contradict each other or
-an integer guard raises Impossible and is not emitted: the egglog program stays small. Left-side splats need no variants: they match the
-IsSplat relation the analysis ruleset maintains. Everything that can fail (functions, type
-lookups) is bound in the query; actions only build terms. No egglog globals appear in rules
-(they can silently never match).
+operand order and each right-side splat of unknown rank is a bare scalar (rank 0) or a
+broadcast of one. Variants are discovered while emitting: `choose` raises NeedChoice the
+first time it meets a decision, and `emit_rule` re-emits once per option. Left-side splats
+need no variants: they match the IsSplat relation the analysis ruleset maintains. Everything
+that can fail (functions, type lookups) is bound in the query; actions only build terms. A
+host function (a list function Python computes, host_calls.py) is a lookup in its answer
+table, plus a *request rule*: the query up to that lookup, adding the request. No egglog
+globals appear in rules (they can silently never match).
 """
 from __future__ import annotations
 
@@ -18,10 +16,10 @@ import re
 from collections import defaultdict
 
 from ..ops import OPS
-from ..shape_inference import ELEMENTWISE
-from .rule_functions import COMPARISONS, FUNCTIONS, MAX_RANK, TypeParts, vec
-from .rule_ir import (ROOT, Apply, Compare, FoldIR, Lit, MakeType, PNode, RNode, RuleIR, TypeOf,
-                      Var, kind_of)
+from .host_calls import answer_table, request_table
+from .rule_functions import COMPARISONS, FUNCTIONS, TypeParts, vec
+from .rule_ir import (ROOT, Apply, Compare, Lit, MakeType, PNode, RNode, RuleIR, TypeOf, Var,
+                      kind_of)
 from .rule_types import CLASS_REPRESENTATIVE, OP_CLASSES
 from .schema import attr_constructor
 from .terms import egg_string
@@ -56,11 +54,6 @@ def term_constructor(op: str, operands: int) -> str:
     return {1: "Op1", 2: "Op2", 3: "Op3"}.get(operands, "OpV")
 
 
-class Impossible(Exception):
-    """This variant's list lengths contradict each other: it can never match, so it is not
-    emitted at all."""
-
-
 class NeedChoice(Exception):
     def __init__(self, key, options: int):
         super().__init__(key)
@@ -77,82 +70,8 @@ class Emitter:
         self.type_parts: dict[str, TypeParts] = {}
         self.types: dict[str, str] = dict(types or {})    # term variable -> its type variable
         self.calls: dict[str, set] = defaultdict(set)     # function row -> literal arguments
-        # Lists known to have one length (the attributes of a slice and its operand's dims,
-        # both sides of a list `==`, ...) share one rank choice: a union-find over list
-        # expressions and "ty:<term>" (a term's dims), and the chosen length per class.
-        self.parent: dict[str, str] = {}
-        self.lengths: dict[str, int] = {}
-        self.int_guards: list[Compare] = []
-
-    def find(self, x: str) -> str:
-        root = x
-        while self.parent.get(root, root) != root:
-            root = self.parent[root]
-        while x != root:                        # path compression
-            self.parent[x], x = root, self.parent[x]
-        return root
-
-    def same_length(self, a: str, b: str) -> None:
-        ra, rb = self.find(a), self.find(b)
-        if ra == rb:
-            return
-        self.parent[ra] = rb
-        if ra in self.lengths:
-            if self.lengths.setdefault(rb, self.lengths[ra]) != self.lengths[ra]:
-                raise Impossible                # two chosen lengths meet
-
-    def fix_length(self, key: str, k: int) -> None:
-        if not 0 <= k <= MAX_RANK:
-            raise Impossible
-        if self.lengths.setdefault(self.find(key), k) != k:
-            raise Impossible
-
-    # --- the length algebra: lengths of list values, values of integer ones ----------------
-    # Every rank choice is made on a *base* list (a list attribute, a term's dims); lengths
-    # of function results follow from their arguments (Fn.length), so a rule's variants are
-    # the combinations of its base lists' lengths that do not contradict each other.
-
-    def check_int_guards(self) -> None:
-        """A variant whose lengths make an integer guard false (`rank(x) <= 4` where x has
-        rank 5 in it) can never match: it is dropped."""
-        for v in self.int_guards:
-            a, b = self.int_of(v.left, choose=False), self.int_of(v.right, choose=False)
-            if a is not None and b is not None and not COMPARISONS[v.op].py(a, b):
-                raise Impossible
-
-    def length_of(self, v, choose: bool = True) -> int | None:
-        """The length of a list value; `choose`: a base list of unknown length gets a
-        variant choice (else the answer is None)."""
-        if isinstance(v, Lit):
-            return len(v.value) if v.kind == "ints" else None
-        if isinstance(v, MakeType):
-            return self.length_of(v.dims, choose)
-        if isinstance(v, (Var, TypeOf)):
-            key = self.find(v.name if isinstance(v, Var) else f"ty:{v.term}")
-            if key not in self.lengths and choose:
-                self.lengths[key] = self.choose(("rank", key), MAX_RANK + 1)
-            return self.lengths.get(key)
-        if isinstance(v, Apply):
-            return self.derived(v, choose)
-        return None
-
-    def int_of(self, v, choose: bool = True) -> int | None:
-        if isinstance(v, Lit) and v.kind == "int":
-            return v.value
-        return self.derived(v, choose) if isinstance(v, Apply) else None
-
-    def derived(self, v: Apply, choose: bool = True) -> int | None:
-        fn = FUNCTIONS[v.fn]
-        if fn.length is None:
-            return None
-        lens = [self.length_of(a, choose) if kind in ("ints", "type") else None
-                for a, kind in zip(v.args, fn.params)]
-        ints = [self.int_of(a, choose) if kind == "int" else None
-                for a, kind in zip(v.args, fn.params)]
-        out = fn.length(lens, ints)
-        if out is not None and fn.result == "ints" and not 0 <= out <= MAX_RANK:
-            raise Impossible
-        return out
+        self.requests: list[tuple[str, str]] = []         # host calls: (query, action)
+        self.lookups: dict[str, str] = {}       # host lookup atom -> the variable it binds
 
     def choose(self, key, options: int) -> int:
         if key not in self.choices:
@@ -187,11 +106,7 @@ class Emitter:
         if isinstance(v, MakeType):
             return f'(T {self.value(v.dtype)} {self.value(v.dims)} "")'
         if isinstance(v, Compare):
-            if kind_of(v.left) == "int":
-                self.int_guards.append(v)       # decided after the variant's choices
             left, right = self.value(v.left), self.value(v.right)
-            if v.op == "==" and kind_of(v.left) == "ints":
-                self.same_length(left, right)
             if v.op == "==" and kind_of(v.left) in FILTER_COPY \
                     and _VARIABLE.fullmatch(left) and _VARIABLE.fullmatch(right):
                 # `(= a b)` lets egglog unify a and b and join on them, and a dtype or a
@@ -214,8 +129,6 @@ class Emitter:
             n = len(self.type_parts)
             parts = self.type_parts[var] = TypeParts(f"i_dt{n}", f"i_d{n}")
             self.atom(f"(= {var} (T i_dt{n} i_d{n} i_x{n}))")
-        if isinstance(t, TypeOf):
-            self.same_length(f"ty:{t.term}", parts.dims)
         return parts
 
     def apply(self, v: Apply) -> str:
@@ -223,40 +136,40 @@ class Emitter:
         args = [self.parts(a) if kind == "type" else self.value(a)
                 for a, kind in zip(v.args, fn.params)]
         self.calls[fn.name].add(tuple(a.value if isinstance(a, Lit) else None for a in v.args))
-        k = None
-        if fn.rank_of is not None:
-            vecs = [a.dims if isinstance(a, TypeParts) else a for a in args]
-            group = (fn.rank_of, *fn.same_rank)
-            for i in group[1:]:
-                self.same_length(vecs[group[0]], vecs[i])
-            k = self.length_of(v.args[fn.rank_of])
-            if k is None:       # no rule for this value's length: a choice of its own
-                key = self.find(vecs[fn.rank_of])
-                k = self.lengths.get(key)
-                if k is None:
-                    k = self.choose(("rank", key), MAX_RANK + 1)
-            self.fix_length(vecs[fn.rank_of], k)
-            for i in group:
-                self.fix_length(vecs[i], k)
-                if static_length(v.args[i]) is None:
-                    self.atom(f"(= {k} (vec-length {vecs[i]}))")
-        if fn.value_of is not None:
-            n = self.int_of(v.args[fn.value_of])
-            if n is None:
-                n = self.choose(("value", args[fn.value_of]), MAX_RANK + 1)
-                self.atom(f"(= {n} {args[fn.value_of]})")
-            if not 0 <= n <= MAX_RANK:
-                raise Impossible
-            k = (k, n)
-        out = fn.egg(self, args, k)
+        if fn.host:
+            return self.host_call(fn, args)
+        out = fn.egg(self, args)
+        return "" if fn.result == "bool" else self.bind(out)
+
+    def host_call(self, fn, args) -> str:
+        """The lookup of a host function's answer, after a request rule asking for it."""
+        columns = []
+        for a, kind in zip(args, fn.params):
+            columns += [self.bind(a.dtype), self.bind(a.dims)] if kind == "type" \
+                else [self.bind(a)]
+        call = " ".join(columns)
+        request = (self.request_query(call), f"({request_table(fn)} {call})")
+        if request not in self.requests:
+            self.requests.append(request)
+        lookup = f"({answer_table(fn)} {call})"
         if fn.result == "bool":
+            self.atom(lookup)
+            self.lookups[lookup] = ""
             return ""
-        result = self.bind(out)
-        if fn.result == "ints":
-            n = self.derived(v, choose=False)
-            if n is not None:
-                self.fix_length(result, n)
-        return result
+        var = self.bind(lookup)
+        self.lookups[f"(= {var} {lookup})"] = var
+        return var
+
+    def request_query(self, call: str) -> str:
+        """The atoms so far, less the host lookups the call's arguments do not depend on:
+        independent calls are then asked for in the same round."""
+        kept = [a for a in self.atoms if a not in self.lookups]
+        while True:
+            used = set(_VARIABLE.findall(" ".join(kept) + " " + call))
+            more = [a for a in self.atoms if a not in kept and self.lookups.get(a) in used]
+            if not more:
+                return " ".join(a for a in self.atoms if a in kept or a in more)
+            kept += more
 
     # --- left side -----------------------------------------------------------------------
 
@@ -269,8 +182,6 @@ class Emitter:
             return node.var
         self.types[node.var] = node.type_var
         children = [self.pattern(c) for c in node.children]
-        for a, b in rank_links(node):
-            self.same_length(a, b)
         if node.commutative and self.choose(("swap", node.var), 2):
             children.reverse()
         if node.op_var:
@@ -326,38 +237,6 @@ class Emitter:
         return self.term(node.op, children, node.attrs, type_text, key="0", op_var=node.op_var)
 
 
-# Attributes whose length is the rank of the op's first operand.
-_RANK_FIELDS = {"slice": ("start", "limit", "stride"), "pad": ("low", "high", "interior"),
-                "transpose": ("dimensions",), "broadcast": ("dimensions",)}
-# Ops whose result has the rank of their first operand (besides the elementwise ones).
-_SAME_RANK = frozenset({"slice", "pad", "reverse", "transpose", "copy", "convert",
-                        "reduce-precision", "concatenate", "dynamic-slice"})
-
-
-def rank_links(node: PNode) -> list[tuple[str, str]]:
-    """Pairs of list keys of a left-side node known to have one length: "ty:<term>" for a
-    term's dims, variable names for list attributes."""
-    op = CLASS_REPRESENTATIVE.get(node.op, node.op)
-    if not node.children:
-        return []
-    first = f"ty:{node.children[0].var}"
-    links = [(first, v.name) for name, v in node.attrs
-             if name in _RANK_FIELDS.get(op, ()) and isinstance(v, Var)]
-    attrs = dict(node.attrs)
-    if op == "dot":                 # as many lhs as rhs contracting (and batch) dims
-        for side in ("contracting", "batch"):
-            a, b = attrs.get(f"lhs_{side}_dims"), attrs.get(f"rhs_{side}_dims")
-            if isinstance(a, Var) and isinstance(b, Var):
-                links.append((a.name, b.name))
-    if op in _SAME_RANK or op in ELEMENTWISE and op not in ("select", "clamp"):
-        links.append((first, f"ty:{node.var}"))
-        if op == "concatenate" or op in ELEMENTWISE:
-            links += [(first, f"ty:{c.var}") for c in node.children[1:]]
-    if op in ("select", "clamp"):
-        links.append((f"ty:{node.children[1].var}", f"ty:{node.var}"))
-    return links
-
-
 def static_length(v) -> int | None:
     """Length of a list value (or rank of a type value) known when compiling, else None."""
     if isinstance(v, MakeType):
@@ -373,8 +252,10 @@ def literal(v: Lit) -> str:
     return egg_string(v.value)
 
 
-def emit_rule(ir: RuleIR) -> tuple[list[tuple[str, str]], dict[str, set]]:
-    """[(query, actions)] per distinct variant, and the function calls the variants make."""
+def emit_rule(ir: RuleIR) -> tuple[list[tuple[str, str]], list[tuple[str, str]],
+                                   dict[str, set]]:
+    """[(query, actions)] per distinct variant, [(query, action)] per distinct host-call
+    request, and the function calls the variants make."""
     def emit(em: Emitter) -> str:
         em.pattern(ir.lhs)
         for g in ir.guards:
@@ -382,17 +263,17 @@ def emit_rule(ir: RuleIR) -> tuple[list[tuple[str, str]], dict[str, set]]:
         actions = [f"(union {ROOT} {em.build(ir.rhs)})"]
         if ir.subsume:
             actions.append(f"(subsume {em.root_expr})")
-        em.check_int_guards()
         return " ".join(actions)
 
-    out, calls = [], defaultdict(set)
+    out, requests, calls = [], [], defaultdict(set)
     for em, actions in _variants(emit):
         body = (" ".join(em.atoms), actions)
         if body not in out:
             out.append(body)
+        requests += [r for r in em.requests if r not in requests]
         for name, c in em.calls.items():
             calls[name] |= c
-    return out, calls
+    return out, requests, calls
 
 
 def _variants(emit, types: dict[str, str] | None = None):
@@ -407,20 +288,8 @@ def _variants(emit, types: dict[str, str] | None = None):
         except NeedChoice as need:
             stack.extend({**choices, need.key: i} for i in reversed(range(need.options)))
             continue
-        except Impossible:
-            continue
         yield em, result
 
 
 def rule_command(query: str, actions: str, ruleset: str, name: str) -> str:
     return f"(rule ({query})\n      ({actions})\n      :ruleset {ruleset} :name {egg_string(name)})"
-
-
-def fold_guard_variants(fold: FoldIR, type_var: str) -> list[list[str]]:
-    """Query atoms for a fold's guards about a term of type `type_var` (a query variable),
-    one list per variant (rank-specialized guards such as num_elements give several)."""
-    def emit(em: Emitter) -> None:
-        for g in fold.guards:
-            em.value(g)
-
-    return [list(em.atoms) for em, _ in _variants(emit, types={ROOT: type_var})]

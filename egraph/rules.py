@@ -28,6 +28,7 @@ from ..errors import HloError
 from ..grammar.rules_parser import (MODES, Fuse, Limit, RawEgglog, Rule, RuleFile,
                                     check_unique_names, load_rules)
 from .fusion_rules import FusionPolicy
+from .host_calls import RULESET as HOST_RULESET, declarations as host_declarations
 from .rule_analysis import analyze_fold, analyze_rule
 from .rule_emit import CLASS_DECLARATIONS, SPLAT_DECLARATIONS, emit_rule, rule_command
 from .rule_functions import FUNCTIONS
@@ -83,6 +84,7 @@ class CompiledRules:
     folds: tuple[FoldIR, ...]
     skipped: tuple[Rule, ...]                # rules whose mode is beyond fp_mode
     origins: dict[str, object]               # command -> Rule or RawEgglog, for errors
+    host: tuple[str, ...]                    # the host functions the rules call
     fuses: tuple[Fuse, ...] = ()             # fusion legality (fusion_rules.py reads them)
     limits: tuple[Limit, ...] = ()
 
@@ -156,7 +158,7 @@ def _compile(key, fp_mode: str) -> CompiledRules:
         if not mode_allows(rule.mode, fp_mode):
             skipped.append(rule)
             continue
-        variants, used = emit_rule(ir)
+        variants, requests, used = emit_rule(ir)
         for fn, args in used.items():
             calls.setdefault(fn, set()).update(args)
         for i, (query, actions) in enumerate(variants):
@@ -164,6 +166,10 @@ def _compile(key, fp_mode: str) -> CompiledRules:
             command = rule_command(query, actions, rule.ruleset, name)
             rulesets.setdefault(rule.ruleset, []).append(command)
             names[name] = rule
+            origins[command] = rule
+        for i, (query, action) in enumerate(requests):
+            command = rule_command(query, action, HOST_RULESET, f"{rule.name}/request{i}")
+            rulesets.setdefault(HOST_RULESET, []).append(command)
             origins[command] = rule
     for raw in raws:
         rulesets.setdefault(raw.ruleset, []).append(raw.text)
@@ -176,7 +182,8 @@ def _compile(key, fp_mode: str) -> CompiledRules:
     prelude += [SPLAT_DECLARATIONS, CLASS_DECLARATIONS]
     facts = [FUNCTIONS[fn].facts(args) for fn, args in sorted(calls.items())
              if FUNCTIONS[fn].facts is not None]
-    prelude += list(dict.fromkeys(facts))      # rows may share a declaration (a Set sort)
+    host = tuple(sorted(fn for fn in calls if FUNCTIONS[fn].host))
+    prelude += facts + [host_declarations(FUNCTIONS[fn]) for fn in host]
     return CompiledRules(fp_mode, tuple(prelude),
                          {name: tuple(cmds) for name, cmds in rulesets.items()}, names,
-                         fold_irs, tuple(skipped), origins)
+                         fold_irs, tuple(skipped), origins, host)

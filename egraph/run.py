@@ -7,7 +7,8 @@ hundred ms, both growing with the size of the rules' egglog text: `prepared()` k
 loaded e-graph for the life of the process and every module runs inside `session()`.
 
 An iteration: `analysis` to saturation (types of new terms), fold requests and their
-evaluation, then one `(run <phase> 1)`. Between iterations the runner checks whether
+evaluation, host-call requests and their answers (host_calls.py), then one
+`(run <phase> 1)`. Between iterations the runner checks whether
 anything changed (saturated), the e-node count (`get-size!` over the term tables) against the
 node limit, also predicting the next iteration from the last growth, and the wall time
 against the time limit. egglog cannot be interrupted inside an iteration, hence prediction.
@@ -24,6 +25,7 @@ from .bindings import egg
 from .callees import Callees
 from .encode import Encoding
 from .fold import Folder
+from .host_calls import MAX_ROUNDS as HOST_ROUNDS, RULESET as HOST_RULESET, HostCalls
 from .ingest import DECLARATIONS as INGEST_DECLARATIONS, SPAN
 from .schema import TERM_CONSTRUCTORS, declarations
 
@@ -81,8 +83,10 @@ class PreparedEGraph:
 
     def __init__(self, compiled):
         self.compiled = compiled
-        self.phases = tuple(name for name in compiled.rulesets if name != "analysis")
+        self.phases = tuple(name for name in compiled.rulesets
+                            if name not in ("analysis", HOST_RULESET))
         self.folder = Folder([f.fold for f in compiled.folds])
+        self.host = HostCalls(compiled.host)
         self.egraph = egg.EGraph()
         self.broken = False
         for text in (declarations(), INGEST_DECLARATIONS, self.folder.declarations()):
@@ -99,6 +103,7 @@ class PreparedEGraph:
         illegal merge from an unsound rule, a Rust panic) leaves the e-graph half-updated:
         it is marked broken and rebuilt on next use."""
         self.egraph.run_program(egg.Push(1))
+        self.host.reset()
         try:
             yield self
         except BaseException:
@@ -182,13 +187,31 @@ def _iteration(prep: PreparedEGraph, phase: str, encoding: Encoding, callees: Ca
         report.fold_failures = prep.folder.failures
         if folds:
             _timed_run(prep, "analysis", ANALYSIS_ROUNDS, report)
+    answers = _answer_host_calls(prep, report)
     result = _timed_run(prep, phase, 1, report)
     for name, n in result.num_matches_per_rule.items():
         report.matches[prep.rule_names.get(name, name)] += n
     for name, t in result.search_and_apply_time_per_rule.items():
         # egglog 13.2 stores milliseconds in the timedelta's microseconds field
         report.rule_seconds[prep.rule_names.get(name, name)] += t.total_seconds() * 1000
-    return result.updated or folds > 0
+    return result.updated or folds > 0 or answers > 0
+
+
+def _answer_host_calls(prep: PreparedEGraph, report: RunReport) -> int:
+    """Request rounds until nothing new is asked (a nested call asks once the call inside
+    it is answered); returns the number of answers written."""
+    if not prep.host.functions:
+        return 0
+    total = 0
+    for _ in range(HOST_ROUNDS):
+        _timed_run(prep, HOST_RULESET, 1, report)
+        t0 = time.perf_counter()
+        answers = prep.host.answer(prep.egraph)
+        report.add_time("host", time.perf_counter() - t0)
+        total += answers
+        if not answers:
+            break
+    return total
 
 
 def _timed_run(prep: PreparedEGraph, ruleset: str, rounds: int, report: RunReport):

@@ -1,0 +1,128 @@
+"""List functions computed in Python between iterations ("host calls").
+
+Egglog has no loops, so a function over a whole list (compose two permutations, sort, the
+complement of a dimension set) could only be written once per list length: one egglog rule
+per combination of lengths, ~600 of the default set's ~830 rules, and every push/pop of the
+e-graph clones every rule (~0.1 ms each). Instead such a function is a table:
+
+    (relation Req_compose (IVec IVec))                  ; what rules asked for
+    (function Host_compose (IVec IVec) IVec :no-merge)  ; what Python answered
+
+A rule using compose(p, q) looks the answer up in its query (`(= r (Host_compose p q))`), and
+a companion *request rule* (same query up to that lookup) adds `(Req_compose p q)`. Before
+each rewrite round the runner runs the request rules, and `HostCalls.answer` reads the new
+requests (one `print-function` per grown table), evaluates the function row's Python
+meaning (rule_functions.Fn.py, the one the rule checker uses) and writes the answers; where
+the function has no value (NoValue) nothing is written and the rule does not match. Nested
+calls take one more request round each. A guard (a "bool" function) is a relation holding
+the argument tuples for which it is true.
+
+A "type" parameter travels as two columns, its element type and its dims.
+"""
+from __future__ import annotations
+
+from .bindings import egg
+from .ingest import SPAN, run_commands
+from .rule_functions import FUNCTIONS, NoValue, Fn, type_value
+from .terms import ivec
+
+RULESET = "host-requests"
+MAX_ROUNDS = 8          # request/answer rounds per iteration (nesting depth of host calls)
+
+_SORTS = {"ints": ("IVec",), "int": ("i64",), "str": ("String",), "dtype": ("String",),
+          "type": ("String", "IVec")}
+
+
+def request_table(fn: Fn) -> str:
+    return f"Req_{fn.name}"
+
+
+def answer_table(fn: Fn) -> str:
+    return f"Host_{fn.name}"
+
+
+def declarations(fn: Fn) -> str:
+    """The request relation and the answer table of one host function."""
+    columns = " ".join(s for kind in fn.params for s in _SORTS[kind])
+    answer = f"(relation {answer_table(fn)} ({columns}))" if fn.result == "bool" else \
+        f"(function {answer_table(fn)} ({columns}) {_SORTS[fn.result][0]} :no-merge)"
+    return f"(relation {request_table(fn)} ({columns}))\n{answer}"
+
+
+class HostCalls:
+    """Answers one e-graph's requests; `reset()` at the start of each push/pop session."""
+
+    def __init__(self, names):
+        self.functions = [FUNCTIONS[name] for name in names]
+        self.reset()
+
+    def reset(self) -> None:
+        self.seen: dict[str, set] = {fn.name: set() for fn in self.functions}
+        self.sizes: dict[str, int] = {fn.name: 0 for fn in self.functions}
+
+    def answer(self, egraph) -> int:
+        """Answer the requests made since the last call; returns how many facts it wrote."""
+        facts = []
+        for fn in self.functions:
+            size = _table_size(egraph, request_table(fn))
+            if size == self.sizes[fn.name]:
+                continue
+            self.sizes[fn.name] = size
+            for columns in _rows(egraph, request_table(fn)):
+                if columns in self.seen[fn.name]:
+                    continue
+                self.seen[fn.name].add(columns)
+                fact = _answer_fact(fn, columns)
+                if fact is not None:
+                    facts.append(fact)
+        if facts:
+            run_commands(egraph, facts, "host")
+        return len(facts)
+
+
+def _answer_fact(fn: Fn, columns: tuple) -> str | None:
+    args, rest = [], list(columns)
+    for kind in fn.params:
+        if kind == "type":
+            dtype, dims = rest.pop(0), rest.pop(0)
+            args.append((dtype, dims))
+        else:
+            args.append(rest.pop(0))
+    try:
+        values = [type_value(*a) if kind == "type" else a for a, kind in zip(args, fn.params)]
+        result = fn.py(*values)
+    except NoValue:
+        return None
+    key = f"({answer_table(fn)} {' '.join(_text(c) for c in columns)})"
+    if fn.result == "bool":
+        return key if result else None
+    return f"(set {key} {_text(result)})"
+
+
+def _text(value) -> str:
+    if isinstance(value, tuple):
+        return ivec(value)
+    if isinstance(value, str):      # read back from egglog: already in its escaped form
+        return f'"{value}"'
+    return str(int(value))
+
+
+def _table_size(egraph, table: str) -> int:
+    [out] = egraph.run_program(egg.PrintSize(SPAN, table))
+    return out.size
+
+
+def _rows(egraph, table: str):
+    """The argument tuples of a table's rows, as Python values (lists become tuples)."""
+    [out] = egraph.run_program(egg.PrintFunction(SPAN, table, None, None,
+                                                 egg.DefaultPrintFunctionMode()))
+    dag = out.termdag
+    for row, _ in out.terms:
+        yield tuple(_value(dag, arg) for arg in dag.get(row).args)
+
+
+def _value(dag, node: int):
+    term = dag.get(node)
+    if hasattr(term, "name"):           # (vec-of ...) or (vec-empty)
+        return tuple(dag.get(item).value.value for item in term.args)
+    return term.value.value
