@@ -63,8 +63,9 @@ class HostCalls:
     def answer(self, egraph) -> int:
         """Answer the requests made since the last call; returns how many facts it wrote."""
         facts = []
+        sizes = _table_sizes(egraph)
         for fn in self.functions:
-            size = _table_size(egraph, request_table(fn))
+            size = sizes.get(request_table(fn), 0)
             if size == self.sizes[fn.name]:
                 continue
             self.sizes[fn.name] = size
@@ -107,9 +108,10 @@ def _text(value) -> str:
     return str(int(value))
 
 
-def _table_size(egraph, table: str) -> int:
-    [out] = egraph.run_program(egg.PrintSize(SPAN, table))
-    return out.size
+def _table_sizes(egraph) -> dict[str, int]:
+    """Rows per table, all in one command (~0.1 ms at 20k e-nodes)."""
+    [out] = egraph.run_program(egg.PrintSize(SPAN, None))
+    return dict(out.sizes)
 
 
 def _rows(egraph, table: str):
