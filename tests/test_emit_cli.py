@@ -59,3 +59,13 @@ def test_emit_announces_interpreter_fallbacks_in_one_line(tmp_path, capsys):
     assert "define " in captured.out
     lines = captured.err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("hlo-opt: ") and "cholesky" in lines[0]
+
+
+def test_ill_typed_input_is_an_error_naming_the_file_and_position(tmp_path, capsys):
+    src = tmp_path / "bad.hlo"
+    src.write_text("HloModule m\n\nENTRY e {\n  p = f32[4] parameter(0)\n"
+                   "  ROOT t = (f32[4], f32[5]) tuple(p, p)\n}\n")
+    assert main([str(src), "--rules=none"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert re.fullmatch(rf"{re.escape(str(src))}:5:\d+: t: result shape .*", err), err
+    assert main([str(src), "--rules=none", "--no-verify"]) == 0

@@ -35,8 +35,9 @@ def build_arg_parser() -> argparse.ArgumentParser:
                    help="print what saturation and extraction did to stderr")
     p.add_argument("--no-metadata", action="store_true",
                    help="drop metadata={...} attributes from the output")
-    p.add_argument("--verify", action="store_true",
-                   help="check every instruction's shape against shape inference first")
+    p.add_argument("--no-verify", action="store_true",
+                   help="skip checking every input instruction's shape against shape "
+                        "inference (done by default: the rules trust the declared types)")
     p.add_argument("--emit", default="hlo", choices=EMIT,
                    help="what to print: the optimized HLO text (default), or the LLVM IR "
                         "(after -O3) or assembly of its kernels and driver, compiled for "
@@ -66,9 +67,13 @@ def main(argv=None) -> int:
         raise HloError("--time-limit and --node-limit must be positive")
     filename = "<stdin>" if args.input == "-" else args.input
     module = parse(read_text(args.input), filename)
-    if args.verify:
+    if not args.no_verify:
         from ..verifier import verify
-        verify(module)
+        try:
+            verify(module)
+        except HloError as e:           # the verifier knows positions, not the file
+            e.filename = e.filename or filename
+            raise
     out, report = optimize(module, args.rules or ["default"], args.fp_mode, args.target,
                            args.time_limit, args.node_limit, stats=True,
                            fusion=not args.no_fusion)
