@@ -4,13 +4,12 @@ The entry computation and, recursively, the bodies, conditions and branches of i
 conditional instructions are encoded into one e-graph (calls and fusions inlined), saturated
 once, and extracted one computation at a time: each keeps its interface (parameters, root
 shape) and may use only its own parameters. One e-graph per module, because a push/pop of
-an e-graph holding a large rule set costs tens to hundreds of milliseconds. Other called
+an e-graph costs ~0.03 ms per loaded rule (~10 ms with the default rules). Other called
 computations (reducers, comparators) are kept as they are.
 """
 from __future__ import annotations
 
 import os
-import pathlib
 import time
 from importlib import resources
 
@@ -28,7 +27,7 @@ from .frozen import FrozenTerms
 from .fusion_rules import FusionPolicy
 from .ingest import load
 from .outline import fuse_module
-from .rules import compile_rules, load_rule_set
+from .rules import compile_rules, load_rule_set, rule_files
 from .run import Limits, RunReport, prepared, saturate
 
 
@@ -105,8 +104,7 @@ def _stamp(specs: tuple[str, ...]) -> tuple:
             continue
         root = str(resources.files("hlo_opt.rules").joinpath("default")) \
             if spec == "default" else spec
-        files = sorted(str(p) for p in pathlib.Path(root).rglob("*.rules")) \
-            if os.path.isdir(root) else [root]
+        files = rule_files(root) if os.path.isdir(root) else [root]
         for path in files:
             try:
                 st = os.stat(path)

@@ -47,9 +47,9 @@ def load_rule_set(specs: list[str]) -> RuleFile:
             continue
         if spec == "default":
             with resources.as_file(resources.files("hlo_opt.rules").joinpath("default")) as d:
-                files = _rule_files(str(d))
+                files = rule_files(str(d))
         elif os.path.isdir(spec):
-            files = _rule_files(spec)
+            files = rule_files(spec)
         elif os.path.exists(spec):
             files = [spec]
         else:
@@ -65,7 +65,7 @@ def load_rule_set(specs: list[str]) -> RuleFile:
     return out
 
 
-def _rule_files(folder: str) -> list[str]:
+def rule_files(folder: str) -> list[str]:
     if not os.path.isdir(folder):           # an installed package without default rules
         return []
     return sorted(os.path.join(folder, f) for f in os.listdir(folder) if f.endswith(".rules"))
