@@ -25,6 +25,7 @@ import time
 import numpy as np
 
 from ..errors import HloError
+from ..interpreter.evaluator import coerce_argument
 from ..ir import Computation, Module
 from . import buffers, fallback, jit
 from .driver import Driver
@@ -378,15 +379,5 @@ def _flatten_tuple(a, shape) -> list:
 
 
 def _coerce(a, shape, position: int) -> np.ndarray:
-    expected = shape.dtype.numpy
-    if isinstance(a, (np.ndarray, np.generic)):
-        a = np.asarray(a)
-        if a.dtype != expected:
-            raise HloError(f"argument {position} has dtype {a.dtype}, parameter is "
-                           f"{shape.to_text(False)}")
-    else:
-        a = np.asarray(a, dtype=expected)
-    if a.shape != shape.dims:
-        raise HloError(f"argument {position} has dims {list(a.shape)}, parameter is "
-                       f"{shape.to_text(False)}")
-    return np.ascontiguousarray(a)
+    """The argument as the interpreter takes it (same checks, same messages), contiguous."""
+    return np.ascontiguousarray(coerce_argument(a, shape, position))
