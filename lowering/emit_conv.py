@@ -15,8 +15,7 @@ import math
 
 from ..attributes import Window
 from .elemental import Elemental
-from .emit_dot import Gemm, emit_gemm
-from .emit_kernel import register as register_phase
+from .emit_dot import Gemm, register_gemm
 from .emit_loops import Index, delinearize, linearize
 from .ltypes import I1, I64, elem, zero
 
@@ -102,13 +101,4 @@ def _v(x):
     return I64(x) if isinstance(x, int) else x
 
 
-def plan_conv(inst):
-    g = conv_gemm(inst)
-    return g.tasks(), g.work(), g.scratch()
-
-
-def emit_conv(kb, inst, dests, lo, hi):
-    emit_gemm(kb, conv_gemm(inst), dests[0], lo, hi)
-
-
-register_phase("convolution", emit_conv, plan_conv)
+register_gemm("convolution", conv_gemm)

@@ -378,13 +378,16 @@ def dot_gemm(inst) -> Gemm:
                 elem(inst.shape.element_type), c_ld=n)
 
 
-def plan_dot(inst):
-    g = dot_gemm(inst)
-    return g.tasks(), g.work(), g.scratch()
+def register_gemm(opcode: str, to_gemm: Callable) -> None:
+    """Lower `opcode` as the GEMM `to_gemm(inst)` describes."""
+    def plan(inst):
+        g = to_gemm(inst)
+        return g.tasks(), g.work(), g.scratch()
+
+    def emit(kb, inst, dests, lo, hi):
+        emit_gemm(kb, to_gemm(inst), dests[0], lo, hi)
+
+    register_phase(opcode, emit, plan)
 
 
-def emit_dot(kb, inst, dests, lo, hi):
-    emit_gemm(kb, dot_gemm(inst), dests[0], lo, hi)
-
-
-register_phase("dot", emit_dot, plan_dot)
+register_gemm("dot", dot_gemm)
