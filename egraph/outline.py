@@ -87,7 +87,7 @@ class Outliner:
                                   out.shape, [fusion], {"index": idx})
                 value[id(out)] = gte
                 result.append(gte)
-        return Computation(comp.name, result, value[id(comp.root)], comp.execution_thread)
+        return Computation(comp.name, result, outer(comp.root), comp.execution_thread)
 
     @staticmethod
     def _members(unit, comp, kernels) -> list[Instruction]:

@@ -69,7 +69,7 @@ def _check_structure(text: str, shape: Shape) -> None:
         expected = "{" + expected * d + "}"
     if skeleton != expected:
         raise LiteralError(f"literal's nesting does not match shape {shape.to_text(False)}")
-    minor = shape.dims[-1]
+    minor = shape.dims[-1] if 0 not in shape.dims else 0   # no elements: every group is {}
     for group in _INNER_GROUP.findall(text):
         n = len(group.replace(",", " ").split()) if shape.dtype.kind != "complex" \
             else len(_COMPLEX.findall(group))

@@ -82,18 +82,12 @@ def test_random_programs_keep_their_meaning_when_optimized():
     assert len(rules_seen) >= 80, sorted(rules_seen)
 
 
-# --- what the random programs found, as fixed examples ---------------------------------------
-# Each is marked with the bug it shows; the mark goes when the bug is fixed (strict: an
-# unexpected pass fails). The generator avoids the interpreter's rank-0 results (see
-# ProgramWriter.slice, .reverse and .convert in random_programs.py): a program the
-# interpreter cannot run tests nothing.
+# --- what the random programs found, kept as fixed examples ----------------------------------
 
 def entry(body: str) -> hlo_opt.Module:
     return hlo_opt.parse(f"HloModule m\nENTRY main {{\n{body}\n}}\n")
 
 
-@pytest.mark.xfail(strict=True, reason="the parser rejects the printer's text of an empty "
-                   "literal whose zero dim is not the last: {{}, {}} for pred[2,0,2]")
 def test_an_empty_folded_constant_prints_as_text_that_parses():
     out = hlo_opt.optimize(entry("""
   p0 = pred[1,0,2] parameter(0)
@@ -102,8 +96,6 @@ def test_an_empty_folded_constant_prints_as_text_that_parses():
     assert hlo_opt.parse(out.to_text()).entry.root.shape.dims == (2, 0, 2)
 
 
-@pytest.mark.xfail(strict=True, raises=KeyError, reason="fusion outlining (egraph/outline.py) "
-                   "finds no value for a root that is a scalar constant")
 def test_a_root_that_folds_to_a_scalar_constant_survives_fusion():
     out = hlo_opt.optimize(entry("""
   p0 = pred[] parameter(0)
@@ -112,8 +104,6 @@ def test_a_root_that_folds_to_a_scalar_constant_survives_fusion():
     assert out.entry.root.opcode == "constant"
 
 
-@pytest.mark.xfail(strict=True, reason="interpreter: numpy's power of 0-d arrays takes the "
-                   "sqrt shortcut for 0.5: power(-inf, 0.5) = NaN (XLA and arrays: inf)")
 def test_power_of_a_scalar_is_the_power_of_a_broadcast():
     splat = entry("""
   p0 = f32[] parameter(0)
@@ -132,8 +122,6 @@ def test_power_of_a_scalar_is_the_power_of_a_broadcast():
         assert first_mismatch(a, b, "strict") is None, (x, a, b)
 
 
-@pytest.mark.xfail(strict=True, reason="interpreter: rank-0 slice, reverse and convert to "
-                   "pred return numpy scalars, which the evaluator rejects")
 @pytest.mark.parametrize("op", ["slice(p0), slice={}", "reverse(p0), dimensions={}",
                                 "convert(p0)"])
 def test_rank_0_data_movement_runs_in_the_interpreter(op):

@@ -132,7 +132,12 @@ def _remainder(a, b):
 
 
 def _power(a, b):
-    return nx.int_power(a, b) if a.dtype.kind in "iu" else np.power(a, b)
+    if a.dtype.kind in "iu":
+        return nx.int_power(a, b)
+    # On 0-d operands numpy takes a sqrt shortcut for the exponent 0.5 (power(-inf, 0.5) is
+    # NaN, power(-0, 0.5) is -0); on arrays, as in XLA, they are inf and +0.
+    shape = np.broadcast_shapes(a.shape, b.shape)
+    return np.power(np.atleast_1d(a), np.atleast_1d(b)).reshape(shape)
 
 
 def _complex(re, im):

@@ -82,6 +82,8 @@ class Evaluator:
                         raise UnsupportedError(
                             f"the interpreter does not support {inst.opcode}")
                     value = impl(inst, [values[s] for s in plan.operands[i]], self)
+                    if isinstance(value, np.generic):   # numpy indexing or comparing a
+                        value = np.asarray(value)       # 0-d array gives a scalar
                 _check(value, inst.shape, batched)
             except HloError as e:
                 if getattr(e, "instruction", None) is not None:
