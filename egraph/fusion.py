@@ -6,151 +6,256 @@ merge that saves the most estimated time is applied, then the next, while any sa
 
 * `dup`: a producer kernel into every kernel that reads it; the producer's kernel goes away
   and its computation is repeated in each consumer (the model charges the repeats);
-* `multi`: a producer into one consumer, still written out for its other readers;
+* `multi`: a producer into one consumer, still written out for its other readers (the
+  consumer may also be a kernel holding copies of the producer's instructions);
 * `siblings`: two kernels that read a common input, into one multi-output kernel.
 
-A merge that would let a kernel depend on itself through another kernel is undone, so the
-kernel graph stays acyclic. Scalar constants are copied into every kernel that uses them.
-The result is a partition: a list of kernels (instruction lists) that outline.py turns into
-`fusion` instructions.
+A merge that would let a kernel depend on itself through other kernels is refused, so the
+kernel graph stays acyclic. The check is exact and searches little: kernels are kept in a
+topological order (Pearce and Kelly's dynamic topological sort), so merging two kernels can
+only close a cycle through kernels ordered between them, and when it closes none, only those
+are re-ordered. A `dup` never closes one: every reader of the producer takes a copy, and
+keeps its place. Scalar constants are copied into every kernel that uses them.
+
+A kernel carries what pricing a merge needs: its members' summed work, the values it reads
+and writes with their bytes, its loop nests. Merges grow the larger kernel in place, so
+pricing or applying one costs about the smaller side and the kernels' boundaries, not the
+kernel built so far. The result is a partition: a list of kernels (instruction lists) that
+outline.py turns into `fusion` instructions.
 """
 from __future__ import annotations
 
 import heapq
 import itertools
 from dataclasses import dataclass
+from typing import Callable, Iterable, NamedTuple
 
 from ..ir import Computation, Instruction
 from ..kernels import NOT_KERNELS
-from ..targets import CostModel, KernelView
-from .fusion_rules import FusionPolicy
+from ..targets import CostModel, KernelView, Work
+from .fusion_rules import FusionPolicy, KernelSize, loop_nest
 
 FUSIBLE_VIEWS = frozenset({"reshape", "bitcast"})   # views a kernel can absorb
+SIBLING_HEROES = frozenset({"reduce", "reduce-window", "dot", "convolution"})
 SIBLING_MIN_BYTES = 1024        # sharing a smaller input is not worth a multi-output kernel
 SIBLING_NEIGHBOURS = 4          # readers of one input tried as siblings, nearest first
 MAX_CONSUMER_TRIES = 8          # consumers tried one by one for a `multi` merge
+COPY_HOLDERS_TRIED = 8          # kernels sharing copies with a new kernel tried, nearest first
 
 
-@dataclass
+@dataclass(eq=False, slots=True)
 class Kernel:
+    """Instructions computed together, and what pricing their merges needs. A merge grows a
+    kernel in place under a new id (candidates queued under the old one are then stale)."""
     id: int
-    members: list[int]          # instruction positions, ascending
-    version: int = 0
+    order: int                  # its place in a topological order of the kernel graph
+    inside: set[int]            # member positions
+    inputs: set[int]            # values it reads (free constants are copied in, not read)
+    outputs: set[int]           # members it writes: read by another kernel or a non-kernel
+    exits: set[int]             # members an instruction outside it uses
+    shared: set[int]            # members other kernels hold copies of
+    work: Work                  # its members', as the cost model adds them up
+    read: float                 # bytes of its inputs
+    written: float              # bytes of its outputs
+    nests: frozenset            # loop nests of its heroes (fusion_rules.loop_nest)
+    hero: int                   # its first reduction or contraction, -1 if none
+    last: int                   # its last member
+    cost: float | None = None   # its estimated time, once asked
 
-    def __post_init__(self):
-        self.inside = frozenset(self.members)
+
+class Union(NamedTuple):
+    """What the kernel merging two kernels would compute and read."""
+    work: Work
+    heroes: int                 # distinct loop nests of its heroes
+    fan_in: int                 # values it reads
+    read: float                 # their bytes
 
 
 class Partition:
     """Kernels of one computation under a policy and a cost model (see module doc)."""
 
-    def __init__(self, comp: Computation, policy: FusionPolicy, model: CostModel,
-                 extra_roots: tuple[Instruction, ...] = (), exact: bool = False):
-        self.comp, self.extra_roots, self.exact = comp, extra_roots, exact
+    def __init__(self, comp: Computation, policy: FusionPolicy, model: CostModel):
         self.insts = comp.instructions
         self.pos = {id(inst): i for i, inst in enumerate(self.insts)}
+        self.operands = [list(dict.fromkeys(self.pos[id(o)] for o in inst.operands))
+                         for inst in self.insts]
         self.users: list[list[int]] = [[] for _ in self.insts]
-        for i, inst in enumerate(self.insts):
-            for op in dict.fromkeys(id(o) for o in inst.operands):
-                self.users[self.pos[op]].append(i)
-        self.escapes = {self.pos[id(comp.root)]} | {self.pos[id(r)] for r in extra_roots}
+        for i, ops in enumerate(self.operands):
+            for o in ops:
+                self.users[o].append(i)
+        self.user_sets = [frozenset(us) for us in self.users]
         self.policy, self.model = policy, model
+        self.nbytes = [model.value_bytes(inst) for inst in self.insts]
+        self.shareable = [inst.shape.byte_size >= SIBLING_MIN_BYTES for inst in self.insts]
+        self.owned = [_kernelizable(inst) for inst in self.insts]
+        self.works = [model.member_work(inst) if owned else None
+                      for inst, owned in zip(self.insts, self.owned)]
+        root = self.pos[id(comp.root)]
+        # values always written: the result, and what a non-kernel (tuple, while...) reads
+        self.escapes = [i == root or not all(self.owned[u] for u in self.users[i])
+                        for i in range(len(self.insts))]
+        self.ahead, self.behind = self._through_non_kernels()
+        self.owners: list[set[Kernel]] = [set() for _ in self.insts]
+        self.readers: list[set[Kernel]] = [set() for _ in self.insts]   # reading, not computing
         self.kernels: dict[int, Kernel] = {}
-        self.owners: list[set[int]] = [set() for _ in self.insts]
         self._ids = itertools.count()
-        self._costs: dict[tuple[int, int], float] = {}
-        self._views: dict[tuple, KernelView] = {}               # valid until the next merge
         self._edges: dict[tuple[int, int], bool] = {}           # (user, producer) -> may fuse
-        self._limits_ok: dict[tuple[int, ...], bool] = {}       # by kernel ids, until a merge
+        self._legal: dict[tuple[int, int], bool] = {}           # (producer, consumer) ids
+        self._unions: dict[tuple[int, int], Union] = {}         # by kernel ids
+        self._heroes_ok: dict[tuple[int, int], bool] = {}
         for i, inst in enumerate(self.insts):
-            if _kernelizable(inst):
-                self._new_kernel([i])
+            if self.owned[i]:
+                self._new_kernel(i, inst)
+        for k in self.kernels.values():
+            if self.escapes[k.order] or self.readers[k.order]:
+                k.outputs.add(k.order)
+                k.written = self.nbytes[k.order]
 
-    # --- structure ----------------------------------------------------------------------
-    def _new_kernel(self, members: list[int]) -> Kernel:
-        k = Kernel(next(self._ids), sorted(set(members)))
+    def _new_kernel(self, i: int, inst: Instruction) -> None:
+        inputs = {o for o in self.operands[i] if not _free(self.insts[o])}
+        nest = loop_nest(inst)
+        k = Kernel(next(self._ids), i, {i}, inputs, set(), {i} if self.users[i] else set(),
+                   set(), self.works[i], sum(self.nbytes[o] for o in inputs),
+                   0.0, frozenset(() if nest is None else (nest,)),
+                   i if inst.opcode in SIBLING_HEROES else -1, i)
         self.kernels[k.id] = k
-        for m in k.members:
-            self.owners[m].add(k.id)
-        return k
+        self.owners[i].add(k)
+        for o in inputs:
+            self.readers[o].add(k)
 
-    def _drop(self, k: Kernel) -> None:
-        del self.kernels[k.id]
-        for m in k.members:
-            self.owners[m].discard(k.id)
+    def _through_non_kernels(self) -> tuple[dict[int, frozenset], list[frozenset]]:
+        """Kernel edges pass through instructions no kernel holds (tuples, get-tuple-element,
+        while...). `ahead`: for a value a non-kernel reads, the kernel instructions its value
+        reaches that way; `behind`: for a non-kernel, the kernel instructions it passes on."""
+        n, owned, users = len(self.insts), self.owned, self.users
+        reach: list[frozenset] = [frozenset()] * n
+        for u in reversed(range(n)):
+            if not owned[u]:
+                reach[u] = frozenset().union(*((w,) if owned[w] else reach[w] for w in users[u]))
+        ahead = {m: frozenset().union(*(reach[u] for u in users[m] if not owned[u]))
+                 for m in range(n) if owned[m] and self.escapes[m]}
+        behind: list[frozenset] = [frozenset()] * n
+        for o in range(n):
+            if not owned[o]:
+                behind[o] = frozenset().union(*((p,) if owned[p] else behind[p]
+                                                for p in self.operands[o]))
+        return ahead, behind
 
-    def view(self, ks: tuple[Kernel, ...], copied: frozenset[int] = frozenset()) -> KernelView:
-        """The kernel that merging kernels `ks` would make: what it reads and what it must
-        write. `copied`: members that every reader will compute for itself (a producer
-        being duplicated into all its consumers), so they are never written."""
-        key = (tuple(sorted(k.id for k in ks)), copied)
-        found = self._views.get(key)
-        if found is None:
-            found = self._views[key] = self._make_view(ks, copied)
+    # --- the kernel graph ----------------------------------------------------------------
+    def _succs(self, outputs: Iterable[int]) -> set[Kernel]:
+        """Kernels reading any of these values, directly or through non-kernels."""
+        found: set[Kernel] = set()
+        for m in outputs:
+            found |= self.readers[m]
+            for w in self.ahead.get(m, ()):
+                found |= self.owners[w]
         return found
 
-    def _make_view(self, ks: tuple[Kernel, ...], copied: frozenset[int]) -> KernelView:
-        members = _union(ks)
-        inside = set(members)
-        merged = {k.id for k in ks}
-        inputs: dict[int, None] = {}
-        outputs = []
-        for m in members:
-            for op in self.insts[m].operands:
-                j = self.pos[id(op)]
-                if j not in inside and not _free(op):
-                    inputs[j] = None
-            if m in self.escapes or m not in copied and self._read_elsewhere(m, inside, merged):
-                outputs.append(self.insts[m])
-        return KernelView([self.insts[m] for m in members],
-                          [self.insts[j] for j in inputs], outputs)
+    def _preds(self, inputs: Iterable[int]) -> set[Kernel]:
+        """Kernels computing any of these values, directly or through non-kernels."""
+        found: set[Kernel] = set()
+        for o in inputs:
+            for w in (o,) if self.owned[o] else self.behind[o]:
+                found |= self.owners[w]
+        return found
 
-    def _read_elsewhere(self, member: int, inside: set[int], merged: set[int]) -> bool:
-        """Must a kernel made of `inside` (the kernels `merged`) write `member`? Yes if
-        some reader of it runs outside: an instruction in no kernel, or a copy of the
-        reader in another kernel that does not compute the member itself."""
-        for u in self.users[member]:
-            owners = self.owners[u]
-            if not owners:
-                if u not in inside:
-                    return True
-                continue
-            for k in owners:
-                kernel = self.kernels[k]
-                if k not in merged and member not in kernel.inside:
-                    return True
-        return False
+    def _placement(self, a: Kernel, b: Kernel) -> tuple[set[Kernel], set[Kernel]] | None:
+        """None if the kernel merging a and b would depend on itself. Else the kernels to
+        re-order around it, the merged kernel taking the earlier place of the two: those
+        that must come before it, and those after it that must move with it.
+
+        Pearce-Kelly: the order stays topological but for edges into the merged kernel from
+        kernels placed after it; only kernels reachable from it and ordered before the last
+        of those can close a cycle, and only those and the kernels reaching such edges (and
+        ordered after the merged kernel) move."""
+        pair = (a, b)
+        lo = min(a.order, b.order)
+        preds = self._preds((a.inputs - b.inside) | (b.inputs - a.inside))
+        if a in preds or b in preds:                    # through a non-kernel: a self-loop
+            return None
+        late = {p for p in preds if p.order > lo}
+        if not late:
+            return set(), set()
+        bound = max(p.order for p in late)
+        outputs = (m for k in pair for m in k.outputs if self._read_outside(m, a, b))
+        succs = {s for s in self._succs(outputs) if s not in pair}
+        after = _closure(succs, lambda k: self._succs(k.outputs), lambda k: k.order < bound,
+                         stop=late)
+        if after is None:
+            return None
+        before = _closure(late, lambda k: self._preds(k.inputs), lambda k: k.order > lo)
+        return before, after
+
+    # --- what a merge would make -------------------------------------------------------------
+    def _read_outside(self, m: int, a: Kernel, b: Kernel) -> bool:
+        """Is value m read by anything but kernels a and b?"""
+        readers = self.readers[m]
+        return self.escapes[m] or len(readers) > (a in readers) + (b in readers)
+
+    def _union(self, a: Kernel, b: Kernel) -> Union:
+        """What the kernel merging a and b would compute and read. Membership alone
+        decides it, so it is remembered by the kernels' ids."""
+        key = (a.id, b.id) if a.id < b.id else (b.id, a.id)
+        found = self._unions.get(key)
+        if found is None:
+            work = a.work + b.work
+            if a.shared and b.shared:           # members both hold count once
+                for m in a.shared & b.inside:
+                    work -= self.works[m]
+            # the values read: theirs, less those both read and those one computes for
+            # the other (disjoint sets)
+            fan_in, read = len(a.inputs) + len(b.inputs), a.read + b.read
+            for common in (a.inputs & b.inputs, a.inputs & b.inside, b.inputs & a.inside):
+                fan_in -= len(common)
+                for o in common:
+                    read -= self.nbytes[o]
+            heroes = len(a.nests | b.nests) if b.nests else len(a.nests)
+            found = self._unions[key] = Union(work, heroes, fan_in, read)
+        return found
+
+    def _writes(self, a: Kernel, b: Kernel, copied: Kernel | None = None) -> tuple[int, float]:
+        """How many values the kernel merging a and b would write (those read outside it),
+        and their bytes. `copied`: a or b, a producer being duplicated into all its
+        consumers: every reader computes its members for itself, so they are not written."""
+        base, other = (a, b) if len(a.outputs) >= len(b.outputs) else (b, a)
+        count, nbytes = 0, 0.0
+        if copied is not base:
+            count, nbytes = len(base.outputs), base.written
+            for m in base.outputs & other.inputs:
+                if not self._read_outside(m, a, b):
+                    count, nbytes = count - 1, nbytes - self.nbytes[m]
+            if copied is other:
+                common = base.outputs & other.inside
+                count -= len(common)
+                for m in common:
+                    nbytes -= self.nbytes[m]
+        if copied is not other:
+            for m in other.outputs - base.inside:
+                if self._read_outside(m, a, b):
+                    count, nbytes = count + 1, nbytes + self.nbytes[m]
+        return count, nbytes
 
     def cost(self, k: Kernel) -> float:
-        key = (k.id, k.version)
-        if key not in self._costs:
-            self._costs[key] = self.model.kernel_cost(self.view((k,)))
-        return self._costs[key]
+        if k.cost is None:
+            k.cost = self.model.fused_cost(k.work, k.read, k.written)
+        return k.cost
 
-    def _consumers(self, k: Kernel) -> list[Kernel] | None:
-        """Kernels reading k's values; None if a non-kernel reads them (a tuple, the root)."""
-        found: dict[int, Kernel] = {}
-        inside = set(k.members)
-        for m in k.members:
-            if m in self.escapes:
-                return None
-            for u in self.users[m]:
-                if u in inside:
-                    continue
-                if not self.owners[u]:
-                    return None
-                for kid in self.owners[u]:
-                    found.setdefault(kid, self.kernels[kid])
-        return [found[kid] for kid in sorted(found)]
+    def _allowed(self, union: Union, fan_out: int) -> bool:
+        return self.policy.within_limits(
+            KernelSize(union.heroes, union.fan_in, union.work.members, fan_out))
 
-    def _legal_edges(self, producer: Kernel, consumer_members: frozenset[int]) -> bool:
-        """Every edge from the producer's values into the consumer is declared fusible."""
-        for m in producer.members:
-            for u in self.users[m]:
-                if u in consumer_members and u not in producer.inside:
-                    if not self._fusible(u, m):
-                        return False
-        return True
+    def _legal_edges(self, producer: Kernel, consumer: Kernel) -> bool:
+        """Every edge from the producer's members to the consumer's others is declared
+        fusible (membership alone decides: remembered by kernel ids)."""
+        key = (producer.id, consumer.id)
+        ok = self._legal.get(key)
+        if ok is None:
+            sources = producer.exits & consumer.inputs
+            sources.update(producer.exits & producer.shared & consumer.inside)
+            ok = self._legal[key] = all(
+                self._fusible(u, m) for m in sources
+                for u in (self.user_sets[m] & consumer.inside) - producer.inside)
+        return ok
 
     def _fusible(self, user: int, member: int) -> bool:
         key = (user, member)
@@ -161,225 +266,304 @@ class Partition:
         return ok
 
     # --- candidate merges ----------------------------------------------------------------
-    def _candidates(self, k: Kernel):
-        consumers = self._consumers(k)
-        if consumers:
-            yield self._dup(k, consumers)
-        for c in (consumers or self._some_consumers(k))[:MAX_CONSUMER_TRIES]:
-            yield self._multi(k, c)
-        yield from self._siblings(k)
+    def _readers_of(self, k: Kernel) -> tuple[list[Kernel], bool]:
+        """Kernels reading k's values, and whether nothing else does (a non-kernel, the
+        computation's result)."""
+        found: set[Kernel] = set()
+        for m in k.outputs:
+            found |= self.readers[m]
+        return sorted(found, key=_by_id), not any(self.escapes[m] for m in k.outputs)
 
-    def _dup(self, p: Kernel, consumers: list[Kernel]):
-        for c in consumers:
-            if not self._legal_edges(p, c.inside) or not self._allowed((p, c)):
-                return None
-        before = self.cost(p) + sum(self.cost(c) for c in consumers)
-        after = sum(self.model.kernel_cost(self.view((p, c), p.inside)) for c in consumers)
-        return before - after, "dup", (p, *consumers)
-
-    def _some_consumers(self, k: Kernel) -> list[Kernel]:
-        """Kernels reading k's values, when something else reads them too."""
-        found: dict[int, Kernel] = {}
-        for m in k.members:
+    def _consumers(self, k: Kernel, copies_too: bool) -> list[Kernel]:
+        """Kernels computing a user of one of k's members, whether they read the member or
+        hold a copy of it too (merging with those saves computing the copies twice);
+        `copies_too`: also those holding a copy of a user k computes itself."""
+        found: set[Kernel] = set()
+        for m in k.exits:
             for u in self.users[m]:
-                for kid in self.owners[u]:
-                    if kid != k.id:
-                        found.setdefault(kid, self.kernels[kid])
-        return [found[kid] for kid in sorted(found)]
+                if u not in k.inside:
+                    found |= self.owners[u]
+        if copies_too:
+            for u in k.shared:
+                if any(o in k.inside for o in self.operands[u]):
+                    found |= self.owners[u]
+        found.discard(k)
+        return sorted(found, key=_by_id)
 
-    def _multi(self, p: Kernel, c: Kernel):
-        if not self._legal_edges(p, c.inside) or not self._allowed((p, c)):
+    def _candidates(self, k: Kernel):
+        """The merges a (new) kernel k takes part in, as (kind, kernels)."""
+        readers, only_kernels = self._readers_of(k)
+        sole = _sole_reader(readers, only_kernels)
+        if readers and only_kernels:
+            yield "dup", (k, *readers)
+        tries = self._consumers(k, False) if only_kernels else []
+        for c in (tries or self._consumers(k, True))[:MAX_CONSUMER_TRIES]:
+            if c is not sole:
+                yield "multi", (k, c)
+        if k.outputs:
+            for i in sorted(k.inputs):
+                if self.shareable[i]:
+                    for other in self._nearest_readers(i, k):
+                        yield "siblings", (other, k) if other.id < k.id else (k, other)
+
+    def _into(self, c: Kernel):
+        """The merges of c's producers that involve c (their others stay queued and are
+        re-priced when they come up): each kernel c reads from, into all its readers or
+        into c; and the nearest kernels holding copies of operands c computes, into c."""
+        producers: set[Kernel] = set()
+        for o in c.inputs:
+            if self.owned[o]:
+                producers |= self.owners[o]
+        for p in sorted(producers, key=_by_id):
+            readers, only_kernels = self._readers_of(p)
+            if readers and only_kernels:
+                yield "dup", (p, *readers)
+            if c is not _sole_reader(readers, only_kernels):
+                yield "multi", (p, c)
+        sharing: set[Kernel] = set()
+        for o in c.shared:
+            if any(u in c.inside for u in self.users[o]):
+                sharing |= self.owners[o]
+        sharing -= producers
+        sharing.discard(c)
+        for p in _nearest(COPY_HOLDERS_TRIED, sharing, c):
+            yield "multi", (p, c)
+
+    def _nearest_readers(self, value: int, k: Kernel) -> list[Kernel]:
+        """The kernels other than k reading `value` (or computing a user of it), nearest to
+        k first: candidate siblings."""
+        others = self.readers[value] | {h for h in self.owners[value] if any(
+            u in h.inside for u in self.users[value])}
+        others.discard(k)
+        return _nearest(SIBLING_NEIGHBOURS, others, k)
+
+    def _gain(self, kind: str, ks: tuple[Kernel, ...]) -> float | None:
+        """The time a merge saves; None if it may not be made."""
+        if kind == "dup":
+            return self._dup(ks[0], ks[1:])
+        a, b = ks
+        if kind == "multi":
+            if not self._legal_edges(a, b):
+                return None
+        elif not a.outputs or not b.outputs or not self._may_share(self._hero(a), self._hero(b)):
             return None
-        before = self.cost(p) + self.cost(c)
-        return before - self.model.kernel_cost(self.view((p, c))), "multi", (p, c)
-
-    def _siblings(self, k: Kernel):
-        view = self.view((k,))
-        if not view.outputs:
-            return
-        for inp in view.inputs:
-            if inp.shape.byte_size < SIBLING_MIN_BYTES:
-                continue
-            readers = sorted({kid for u in self.users[self.pos[id(inp)]]
-                              for kid in self.owners[u] if kid != k.id},
-                             key=lambda kid: abs(self.kernels[kid].members[-1] - k.members[-1]))
-            for kid in readers[:SIBLING_NEIGHBOURS]:
-                other = self.kernels[kid]
-                if kid < k.id:
-                    yield self._sibling(other, k)
-                else:
-                    yield self._sibling(k, other)
-
-    def _sibling(self, a: Kernel, b: Kernel):
-        va, vb = self.view((a,)), self.view((b,))
-        if not va.outputs or not vb.outputs or \
-                not self.policy.may_merge_siblings(_hero(va), _hero(vb)):
-            return None
-        if not self._allowed((a, b)):
+        union, (fan_out, written) = self._union(a, b), self._writes(a, b)
+        if not self._allowed(union, fan_out):
             return None
         before = self.cost(a) + self.cost(b)
-        return before - self.model.kernel_cost(self.view((a, b))), "siblings", (a, b)
+        return before - self.model.fused_cost(union.work, union.read, written)
 
-    def _allowed(self, ks: tuple[Kernel, ...]) -> bool:
-        key = tuple(sorted(k.id for k in ks))
-        ok = self._limits_ok.get(key)
+    def _dup(self, p: Kernel, consumers: tuple[Kernel, ...]) -> float | None:
+        priced = []
+        for c in consumers:
+            if not self._legal_edges(p, c):
+                return None
+            union = self._union(p, c)
+            if not self._allowed(union, self._writes(p, c)[0]):
+                return None
+            written = self._writes(p, c, copied=p)[1]
+            priced.append(self.model.fused_cost(union.work, union.read, written))
+        before = self.cost(p) + sum(self.cost(c) for c in consumers)
+        return before - sum(priced)
+
+    def _hero(self, k: Kernel) -> int:
+        """The member that decides a kernel's loop structure: its reduction or contraction
+        if it has one, else its first output."""
+        return k.hero if k.hero >= 0 else min(k.outputs)
+
+    def _may_share(self, a: int, b: int) -> bool:
+        ok = self._heroes_ok.get((a, b))
         if ok is None:
-            ok = self._limits_ok[key] = self.policy.within_limits(self.view(ks))
+            ok = self._heroes_ok[(a, b)] = self.policy.may_merge_siblings(self.insts[a],
+                                                                         self.insts[b])
         return ok
 
     # --- the greedy loop -----------------------------------------------------------------
     def run(self) -> list[list[Instruction]]:
-        """Apply profitable merges, best first; returns the kernels' instruction lists.
-        The cycle check prunes by position, which paths through multi-output kernels can
-        defeat; if the result has a cycle, the merges are redone with the exact check."""
-        kernels = self._merge()
-        if self.exact or not self._has_cycle():
-            return kernels
-        self.__init__(self.comp, self.policy, self.model, self.extra_roots, exact=True)
-        return self._merge()
+        """Apply profitable merges, best first; returns the kernels' instruction lists."""
+        heap: list = []
+        queued: set[tuple] = set()
+        seq = itertools.count()
+
+        def push(candidates, priced: set[tuple]):
+            """Queue the profitable ones; skip those queued (re-priced when they come up)
+            and those priced since the last merge."""
+            for kind, ks in candidates:
+                key = (kind, tuple([k.id for k in ks]))
+                if key in queued or key in priced:
+                    continue
+                priced.add(key)
+                gain = self._gain(kind, ks)
+                if gain is not None and gain > 0:
+                    queued.add(key)
+                    heapq.heappush(heap, (-gain, next(seq), key))
+
+        priced: set[tuple] = set()
+        for k in list(self.kernels.values()):
+            push(self._candidates(k), priced)
+        while heap:
+            _, _, key = heapq.heappop(heap)
+            queued.discard(key)
+            kind, ids = key
+            ks = tuple([self.kernels.get(i) for i in ids])
+            if None in ks:
+                continue                        # a kernel merged since: its candidates are stale
+            gain = self._gain(kind, ks)
+            if gain is None or gain <= 0:
+                continue
+            priced = set()
+            for k in self.merge(kind, ks):
+                push(self._candidates(k), priced)
+                push(self._into(k), priced)
+        return [[self.insts[m] for m in sorted(k.inside)] for k in self.kernels.values()]
 
     def final_views(self) -> list[KernelView]:
         """The views of the kernels run() returned, in the same order."""
-        return [self.view((k,)) for k in self.kernels.values()]
+        views = []
+        for k in self.kernels.values():
+            members = [self.insts[m] for m in sorted(k.inside)]
+            inputs = dict.fromkeys(o for m in members for o in m.operands
+                                   if self.pos[id(o)] not in k.inside and not _free(o))
+            views.append(KernelView(members, list(inputs),
+                                    [m for m in members if self.pos[id(m)] in k.outputs]))
+        return views
 
-    def _merge(self) -> list[list[Instruction]]:
-        heap: list = []
-        seq = itertools.count()
-
-        def push(candidates):
-            for cand in candidates:
-                if cand is not None and cand[0] > 0:
-                    gain, kind, ks = cand
-                    heapq.heappush(heap, (-gain, next(seq), kind,
-                                          tuple((x.id, x.version) for x in ks)))
-
-        for k in list(self.kernels.values()):
-            push(self._candidates(k))
-        while heap:
-            _, _, kind, stamp = heapq.heappop(heap)
-            ks = [self.kernels.get(kid) for kid, _ in stamp]
-            if any(k is None or k.version != v for k, (_, v) in zip(ks, stamp)):
-                continue
-            cand = (self._dup(ks[0], ks[1:]) if kind == "dup" else
-                    self._multi(*ks) if kind == "multi" else self._sibling(*ks))
-            if cand is None or cand[0] <= 0:
-                continue
-            made = self._apply(kind, ks)
-            if self._cyclic(made):
-                self._undo(made, ks)
-                continue
-            for k in made:
-                push(self._candidates(k))
-                for n in self._producers(k):
-                    push(self._into(n, k))
-        return [[self.insts[m] for m in k.members] for k in self.kernels.values()]
-
-    def _apply(self, kind: str, ks: list[Kernel]) -> list[Kernel]:
-        self._views.clear()         # outputs depend on which kernels hold copies
-        self._limits_ok.clear()
+    # --- applying a merge ----------------------------------------------------------------
+    def merge(self, kind: str, ks: list[Kernel]) -> list[Kernel]:
+        """Apply a merge (`dup`: a producer and all its readers; `multi`, `siblings`: two
+        kernels) unless it would make the kernel graph cyclic; returns the kernels made,
+        none if refused."""
         if kind == "dup":
             p, consumers = ks[0], ks[1:]
-            self._drop(p)
-            made = []
+            del self.kernels[p.id]
+            unread: set[int] = set(p.inputs)
             for c in consumers:
-                self._drop(c)
-                made.append(self._new_kernel(c.members + p.members))
-            return made
-        for k in ks:
-            self._drop(k)
-        return [self._new_kernel([m for k in ks for m in k.members])]
+                del self.kernels[c.id]
+                unread |= self._absorb(c, p)
+                self._renew(c)
+            self._retire(p)
+            self._forget_unread(unread)
+            return consumers
+        a, b = ks
+        moves = self._placement(a, b)
+        if moves is None:
+            return []
+        slots = sorted([min(a.order, b.order)] + [k.order for k in moves[0] | moves[1]])
+        big, small = _by_size(a, b)
+        del self.kernels[a.id], self.kernels[b.id]
+        unread = self._absorb(big, small) | small.inputs
+        self._retire(small)
+        self._forget_unread(unread)
+        self._renew(big)
+        before, after = (sorted(s, key=_by_order) for s in moves)
+        for k, slot in zip(before + [big] + after, slots):
+            k.order = slot
+        return [big]
 
-    def _cyclic(self, made: list[Kernel]) -> bool:
-        """Does a new kernel now depend on itself (through another kernel)? Candidates are
-        priced without this check; it runs once per merge applied. It follows kernel edges
-        (a reader depends on every kernel holding the value it reads, and on values passing
-        through instructions no kernel holds). Unless exact, it prunes kernels that start
-        after the new one ends, which is right while kernels' members are contiguous in
-        position but not in general (run() checks the result)."""
-        for k in made:
-            end = k.members[-1]
-            stack, seen = self._readers(k), set()
-            while stack:
-                r = stack.pop()
-                if r.id == k.id:
-                    return True
-                if r.id in seen or not self.exact and r.members[0] > end:
-                    continue
-                seen.add(r.id)
-                stack.extend(self._readers(r))
-        return False
+    def _absorb(self, k: Kernel, other: Kernel) -> set[int]:
+        """k takes other's members; returns the values k no longer reads."""
+        for m in other.inside:
+            if m not in k.inside:
+                k.inside.add(m)
+                self._hold(k, m)
+                k.work += self.works[m]
+        unread = {m for m in other.inside if m in k.inputs}
+        for o in unread:
+            k.inputs.discard(o)
+            self.readers[o].discard(k)
+            k.read -= self.nbytes[o]
+        for o in other.inputs:
+            if o not in k.inside and o not in k.inputs:
+                k.inputs.add(o)
+                self.readers[o].add(k)
+                k.read += self.nbytes[o]
+        for m in other.outputs:
+            if m not in k.outputs:
+                k.outputs.add(m)
+                k.written += self.nbytes[m]
+        # members whose last outside user came in, or with users outside still
+        for m in other.exits | {o for u in other.inside for o in self.operands[u] if o in k.exits}:
+            if all(u in k.inside for u in self.users[m]):
+                k.exits.discard(m)
+            else:
+                k.exits.add(m)
+        k.nests |= other.nests
+        k.hero = min((h for h in (k.hero, other.hero) if h >= 0), default=-1)
+        k.last = max(k.last, other.last)
+        return unread
 
-    def _has_cycle(self) -> bool:
-        """One depth-first pass over the whole kernel graph."""
-        state: dict[int, int] = {}               # 1: on the current path, 2: finished
-        for start in self.kernels.values():
-            if start.id in state:
-                continue
-            stack = [(start, iter(self._readers(start)))]
-            state[start.id] = 1
-            while stack:
-                k, readers = stack[-1]
-                r = next(readers, None)
-                if r is None:
-                    state[k.id] = 2
-                    stack.pop()
-                elif state.get(r.id) == 1:
-                    return True
-                elif r.id not in state:
-                    state[r.id] = 1
-                    stack.append((r, iter(self._readers(r))))
-        return False
+    def _renew(self, k: Kernel) -> None:
+        k.id, k.cost = next(self._ids), None
+        self.kernels[k.id] = k
 
-    def _readers(self, k: Kernel) -> list[Kernel]:
-        """Kernels that read a value from k: any other kernel computing a reader of one of
-        k's members without computing the member, also through instructions no kernel
-        holds (tuples, get-tuple-element...)."""
-        found: dict[int, Kernel] = {}
-        stack = [(m, u) for m in k.members for u in self.users[m]]
-        seen: set[int] = set()
-        while stack:
-            m, u = stack.pop()
-            if not self.owners[u]:
-                if u not in seen and u not in k.inside:
-                    seen.add(u)
-                    stack.extend((u, w) for w in self.users[u])
-                continue
-            for kid in self.owners[u]:
-                if kid != k.id and m not in self.kernels[kid].inside:
-                    found.setdefault(kid, self.kernels[kid])
-        return list(found.values())
+    def _hold(self, k: Kernel, m: int) -> None:
+        owners = self.owners[m]
+        owners.add(k)
+        if len(owners) > 1:
+            for h in owners:
+                h.shared.add(m)
 
-    def _undo(self, made: list[Kernel], old: list[Kernel]) -> None:
-        for k in made:
-            self._drop(k)
-        for k in old:
-            self.kernels[k.id] = k
-            for m in k.members:
-                self.owners[m].add(k.id)
-        self._views.clear()
-        self._limits_ok.clear()
+    def _retire(self, k: Kernel) -> None:
+        for m in k.inside:
+            owners = self.owners[m]
+            owners.discard(k)
+            if len(owners) == 1:
+                next(iter(owners)).shared.discard(m)
+        for o in k.inputs:
+            self.readers[o].discard(k)
 
-    def _producers(self, k: Kernel) -> list[Kernel]:
-        """Kernels k reads from."""
-        found: dict[int, Kernel] = {}
-        for m in k.members:
-            for op in self.insts[m].operands:
-                for kid in self.owners[self.pos[id(op)]]:
-                    if kid != k.id:
-                        found.setdefault(kid, self.kernels[kid])
-        return list(found.values())
-
-    def _into(self, p: Kernel, c: Kernel):
-        """The merges of producer p that involve its (new) consumer c. p's other candidates
-        stay queued; they are re-priced when they come up."""
-        consumers = self._consumers(p)
-        if consumers:
-            yield self._dup(p, consumers)
-        yield self._multi(p, c)
+    def _forget_unread(self, values: set[int]) -> None:
+        """Values no kernel reads any more are no longer written by the kernels holding
+        them (merges only ever remove readers)."""
+        for o in values:
+            if not self.readers[o] and not self.escapes[o]:
+                for k in self.owners[o]:
+                    if o in k.outputs:
+                        k.outputs.discard(o)
+                        k.written -= self.nbytes[o]
+                        k.cost = None
 
 
-def _union(ks) -> list[int]:
-    return ks[0].members if len(ks) == 1 else sorted(set().union(*(k.inside for k in ks)))
+def _closure(start: set[Kernel], step: Callable[[Kernel], set[Kernel]],
+             within: Callable[[Kernel], bool], stop: set[Kernel] = frozenset()
+             ) -> set[Kernel] | None:
+    """Kernels reachable from `start` by `step` while `within` holds; None if one in
+    `stop` is reached."""
+    if not stop.isdisjoint(start):
+        return None
+    seen = {k for k in start if within(k)}
+    stack = list(seen)
+    while stack:
+        for n in step(stack.pop()):
+            if n in stop:
+                return None
+            if n not in seen and within(n):
+                seen.add(n)
+                stack.append(n)
+    return seen
+
+
+def _nearest(n: int, kernels: Iterable[Kernel], k: Kernel) -> list[Kernel]:
+    """The n kernels ending nearest to where k ends."""
+    return heapq.nsmallest(n, kernels, key=lambda r: (abs(r.last - k.last), r.id))
+
+
+def _sole_reader(readers: list[Kernel], only_kernels: bool) -> Kernel | None:
+    """The one kernel reading a producer, if nothing else does: merging the producer into
+    it is the same kernel, and gain, as duplicating it there (`dup` comes first)."""
+    return readers[0] if only_kernels and len(readers) == 1 else None
+
+
+def _by_size(a: Kernel, b: Kernel) -> tuple[Kernel, Kernel]:
+    return (a, b) if len(a.inside) >= len(b.inside) else (b, a)
+
+
+def _by_id(k: Kernel) -> int:
+    return k.id
+
+
+def _by_order(k: Kernel) -> int:
+    return k.order
 
 
 def _kernelizable(inst: Instruction) -> bool:
@@ -389,12 +573,3 @@ def _kernelizable(inst: Instruction) -> bool:
 def _free(inst: Instruction) -> bool:
     """Scalar constants: copied into any kernel that reads them, never read from memory."""
     return inst.opcode == "constant" and not inst.shape.is_tuple and inst.shape.rank == 0
-
-
-def _hero(view: KernelView) -> Instruction:
-    """The instruction that decides a kernel's loop structure: its reduction or contraction
-    if it has one, else its first output."""
-    for inst in view.members:
-        if inst.opcode in ("reduce", "reduce-window", "dot", "convolution"):
-            return inst
-    return view.outputs[0]

@@ -14,13 +14,13 @@ kernel formed must satisfy every `limit`. Guards use the rule language's functio
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Iterable
+from operator import attrgetter
+from typing import Callable, Iterable, NamedTuple
 
 from ..errors import HloError
 from ..grammar.rules_parser import Call, Comparison, Fuse, Limit, Name, Number, RuleFile
 from ..ir import Instruction
 from ..ops import OPS, is_elementwise
-from ..targets import KernelView
 from .rule_functions import COMPARISONS, FUNCTIONS, NoValue
 
 HEROES = frozenset({"reduce", "reduce-window", "dot", "convolution", "scatter",
@@ -38,20 +38,27 @@ def _in_class(cls: str) -> Callable[[str], bool]:
 OP_CLASSES = ("elementwise", "data_movement", "reduction", "contraction")
 
 
+class KernelSize(NamedTuple):
+    """What `limit` guards see of a kernel (fusion counts these as kernels merge)."""
+    heroes: int         # distinct loop nests of its heroes (see loop_nest)
+    fan_in: int         # values it reads
+    members: int
+    outputs: int        # values it writes
+
+
 # Functions of the fusion guard language beyond the rule language's (which see types).
-KERNEL_FUNCTIONS: dict[str, Callable] = {
-    "heroes": lambda k: len({_loop_nest(i) for i in k.members if i.opcode in HEROES}),
-    "fan_in": lambda k: len(k.inputs),
-    "members": lambda k: len(k.members),
-    "outputs": lambda k: len(k.outputs),
-}
+KERNEL_FUNCTIONS: dict[str, Callable[[KernelSize], int]] = {
+    name: attrgetter(name) for name in KernelSize._fields}
 
 
-def _loop_nest(hero: Instruction) -> tuple:
-    """What decides a hero's loop structure: sibling reductions of one input over the same
-    dims share it (and one multi-output kernel); a row and a column sum do not."""
-    return (hero.opcode, tuple(tuple(o.shape.dims) for o in hero.operands if not o.shape.is_tuple),
-            tuple(hero.attrs.get("dimensions", ()) or ()))
+def loop_nest(inst: Instruction) -> tuple | None:
+    """The loop structure a hero brings to its kernel, None for other instructions: sibling
+    reductions of one input over the same dims share one (and one multi-output kernel); a
+    row and a column sum do not."""
+    if inst.opcode not in HEROES:
+        return None
+    return (inst.opcode, tuple(tuple(o.shape.dims) for o in inst.operands if not o.shape.is_tuple),
+            tuple(inst.attrs.get("dimensions", ()) or ()))
 
 
 @dataclass(frozen=True)
@@ -78,25 +85,45 @@ class FusionPolicy:
         for lim in self.limits:
             for g in lim.guards:
                 _check(g, lim, ("kernel",))
+        # limits are remembered by what they read of a kernel: fusion asks about thousands
+        read = sorted(set().union(*(_kernel_reads(g) for lim in self.limits for g in lim.guards)))
+        self._limited_by = attrgetter(*read) if read else (lambda kernel: ())
+        self._within: dict[object, bool] = {}
+        self._answers: dict[tuple, bool] = {}
 
     @property
     def enabled(self) -> bool:
         return bool(self.producer_rules or self.sibling_rules)
 
+    # Guards see opcodes and types only, so answers are remembered by those.
     def may_fuse(self, consumer: Instruction, producer: Instruction, users: int) -> bool:
-        env = {"producer": producer, "consumer": consumer, "users": users}
-        return any(d.left(consumer.opcode) and d.right(producer.opcode) and self._holds(d, env)
-                   for d in self.producer_rules)
+        key = (consumer.opcode, consumer.shape, producer.opcode, producer.shape, users)
+        ok = self._answers.get(key)
+        if ok is None:
+            env = {"producer": producer, "consumer": consumer, "users": users}
+            ok = self._answers[key] = any(
+                d.left(consumer.opcode) and d.right(producer.opcode) and self._holds(d, env)
+                for d in self.producer_rules)
+        return ok
 
     def may_merge_siblings(self, a: Instruction, b: Instruction) -> bool:
-        env = {"a": a, "b": b}
-        return any(((d.left(a.opcode) and d.right(b.opcode)) or
-                    (d.left(b.opcode) and d.right(a.opcode))) and self._holds(d, env)
-                   for d in self.sibling_rules)
+        key = (a.opcode, a.shape, b.opcode, b.shape)
+        ok = self._answers.get(key)
+        if ok is None:
+            env = {"a": a, "b": b}
+            ok = self._answers[key] = any(
+                ((d.left(a.opcode) and d.right(b.opcode)) or
+                 (d.left(b.opcode) and d.right(a.opcode))) and self._holds(d, env)
+                for d in self.sibling_rules)
+        return ok
 
-    def within_limits(self, kernel: KernelView) -> bool:
-        env = {"kernel": kernel}
-        return all(self._holds(lim, env) for lim in self.limits)
+    def within_limits(self, kernel: KernelSize) -> bool:
+        key = self._limited_by(kernel)
+        ok = self._within.get(key)
+        if ok is None:
+            env = {"kernel": kernel}
+            ok = self._within[key] = all(self._holds(lim, env) for lim in self.limits)
+        return ok
 
     def _holds(self, decl, env) -> bool:
         try:
@@ -147,6 +174,19 @@ def _check(expr, decl, names: tuple[str, ...]) -> None:
             raise expr.pos.error(f"'{expr.name}' is not defined here (use {', '.join(names)})")
     elif not isinstance(expr, (Name, Number)):
         raise HloError("unsupported fusion guard", decl.pos.file, decl.pos.line, decl.pos.column)
+
+
+def _kernel_reads(expr) -> set[str]:
+    """The KernelSize fields a limit guard reads (all, if it hands the kernel on whole)."""
+    if isinstance(expr, Comparison):
+        return _kernel_reads(expr.left) | _kernel_reads(expr.right)
+    if isinstance(expr, Call):
+        if expr.name in KERNEL_FUNCTIONS:
+            return {expr.name}
+        return set().union(*map(_kernel_reads, expr.args))
+    if isinstance(expr, Name) and expr.name == "kernel":
+        return set(KernelSize._fields)
+    return set()
 
 
 def _value(expr, env: dict, target: str):

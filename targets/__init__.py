@@ -3,16 +3,20 @@
 A cost model estimates run time in nanoseconds. `node_cost` prices one instruction run on its
 own (extraction sums these over the chosen program, a shared instruction once);
 `kernel_cost` prices a kernel: a group of instructions computed together that reads its
-inputs from memory once and writes only its outputs (fusion compares these).
+inputs from memory once and writes only its outputs (fusion compares these). A kernel's price
+depends on its members only through the sum of their `Work` and on its inputs and outputs
+only through their bytes, so fusion keeps these sums per kernel and adds to them as kernels
+merge (`fused_cost`) instead of re-reading every member of a growing kernel.
 
     model = cost_model("gpu")
     model.kernel_cost(KernelView(members, inputs, outputs))
+    model.fused_cost(model.member_work(a) + model.member_work(b), read_bytes, written_bytes)
 """
 from __future__ import annotations
 
 import abc
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Mapping, NamedTuple, Sequence
 
 from ..ir import Instruction
 from ..shape import AnyShape
@@ -30,6 +34,24 @@ class KernelView:
     outputs: Sequence[Instruction]
 
 
+class Work(NamedTuple):
+    """What members contribute to a kernel's cost, summed over the members. The counts are
+    whole numbers (held in floats), so a total kept as members come and go is exact."""
+    members: int = 0
+    vector_flops: float = 0.0
+    matrix_flops: float = 0.0
+    opaque: int = 0                 # members whose work the model cannot see (while, sort...)
+    fused_bytes: float = 0.0        # traffic a member adds only when fused with others
+
+    def __add__(self, other: Work) -> Work:
+        return Work(self[0] + other[0], self[1] + other[1], self[2] + other[2],
+                    self[3] + other[3], self[4] + other[4])
+
+    def __sub__(self, other: Work) -> Work:
+        return Work(self[0] - other[0], self[1] - other[1], self[2] - other[2],
+                    self[3] - other[3], self[4] - other[4])
+
+
 class CostModel(abc.ABC):
     name: str
 
@@ -39,9 +61,23 @@ class CostModel(abc.ABC):
         """One instruction executed as its own kernel. Must be positive for anything but
         parameters, so that fewer instructions are preferred at equal traffic."""
 
-    @abc.abstractmethod
     def kernel_cost(self, kernel: KernelView) -> float:
         """A fused kernel: launch overhead, traffic at its boundary, its arithmetic."""
+        work = sum((self.member_work(m) for m in kernel.members), Work())
+        return self.fused_cost(work, sum(self.value_bytes(i) for i in kernel.inputs),
+                               sum(self.value_bytes(o) for o in kernel.outputs))
+
+    @abc.abstractmethod
+    def member_work(self, inst: Instruction) -> Work:
+        """One member's share of the work of any kernel it is computed in."""
+
+    @abc.abstractmethod
+    def value_bytes(self, inst: Instruction) -> float:
+        """The bytes that reading or writing the value of `inst` moves."""
+
+    @abc.abstractmethod
+    def fused_cost(self, work: Work, read: float, written: float) -> float:
+        """A kernel whose members add up to `work`, reading and writing these many bytes."""
 
     def module_cost(self, module) -> float:
         """Estimated time of one run of a module: its kernels (see hlo_opt.kernels), each

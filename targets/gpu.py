@@ -12,8 +12,8 @@ tiled kernels for this reason; the model charges `UNCOALESCED_FACTOR` times the 
 """
 from __future__ import annotations
 
+from ..ir import Instruction
 from .roofline import Machine, RooflineModel
-from . import KernelView
 
 GPU = Machine(
     kernel_overhead_ns=1000.0,       # launch + tail of one kernel, ~1 µs
@@ -28,13 +28,10 @@ class GpuCostModel(RooflineModel):
     name = "gpu"
     machine = GPU
 
-    def input_bytes(self, kernel: KernelView) -> float:
-        total = super().input_bytes(kernel)
-        if len(kernel.members) > 1:
-            for inst in kernel.members:
-                if inst.opcode == "transpose" and _moves_minor(inst):
-                    total += (UNCOALESCED_FACTOR - 1) * self.shape_bytes(inst.shape)
-        return total
+    def fused_bytes(self, inst: Instruction) -> float:
+        if inst.opcode == "transpose" and _moves_minor(inst):
+            return (UNCOALESCED_FACTOR - 1) * self.shape_bytes(inst.shape)
+        return 0.0
 
 
 def _moves_minor(transpose) -> bool:

@@ -6,7 +6,7 @@ flops / matrix throughput. Memory traffic and arithmetic mostly overlap (streami
 are bandwidth-bound, dense ones compute-bound), but not perfectly: the hidden term still
 costs a little, which is also what lets extraction prefer a multiply to a divide in a
 bandwidth-bound loop. A kernel's overhead never overlaps. Targets set the
-numbers (`Machine`) and may adjust what a kernel moves (`input_bytes`, `output_bytes`) or how
+numbers (`Machine`) and may adjust what a kernel moves (`shape_bytes`, `fused_bytes`) or how
 fast its matrix work runs (`matrix_seconds`).
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Mapping, Sequence
 
 from ..ir import Instruction
 from ..shape import AnyShape
-from . import CostModel, KernelView
+from . import CostModel, Work
 from .work import flops
 
 # Ops that relabel memory or build tuples: no kernel of their own.
@@ -59,24 +59,25 @@ class RooflineModel(CostModel):
         cost = self._roofline(read + written, vector, matrix)
         return cost + (m.opaque_ns if opcode in OPAQUE else 0.0)
 
-    def kernel_cost(self, kernel: KernelView) -> float:
-        vector = matrix = 0.0
-        for inst in kernel.members:
-            v, x = self._work(inst)
-            vector, matrix = vector + v, matrix + x
-        moved = self.input_bytes(kernel) + self.output_bytes(kernel)
-        opaque = any(i.opcode in OPAQUE for i in kernel.members)
-        return self._roofline(moved, vector, matrix) + (self.machine.opaque_ns if opaque else 0)
-
-    def _work(self, inst: Instruction) -> tuple[float, float]:
-        """flops of one instruction, remembered: fusion prices thousands of candidate
-        kernels made of the same instructions (a model lives as long as one fusion run)."""
+    def member_work(self, inst: Instruction) -> Work:
+        """Remembered: fusion prices thousands of candidate kernels made of the same
+        instructions (a model lives as long as one fusion run)."""
         cache = self.__dict__.setdefault("_work_cache", {})
         found = cache.get(inst)
         if found is None:
-            found = cache[inst] = flops(inst.opcode, inst.shape, inst.attrs,
-                                        [o.shape for o in inst.operands])
+            vector, matrix = flops(inst.opcode, inst.shape, inst.attrs,
+                                   [o.shape for o in inst.operands])
+            found = cache[inst] = Work(1, vector, matrix, int(inst.opcode in OPAQUE),
+                                       self.fused_bytes(inst))
         return found
+
+    def value_bytes(self, inst: Instruction) -> float:
+        return self.shape_bytes(inst.shape)
+
+    def fused_cost(self, work: Work, read: float, written: float) -> float:
+        moved = read + (work.fused_bytes if work.members > 1 else 0.0) + written
+        cost = self._roofline(moved, work.vector_flops, work.matrix_flops)
+        return cost + (self.machine.opaque_ns if work.opaque else 0)
 
     def _roofline(self, moved: float, vector: float, matrix: float) -> float:
         m = self.machine
@@ -89,15 +90,10 @@ class RooflineModel(CostModel):
     def shape_bytes(self, shape: AnyShape) -> float:
         return max(shape.byte_size, 0)
 
-    def input_bytes(self, kernel: KernelView) -> float:
-        return sum(self.shape_bytes(i.shape) for i in kernel.inputs)
-
-    def output_bytes(self, kernel: KernelView) -> float:
-        return sum(self.shape_bytes(o.shape) for o in kernel.outputs)
+    def fused_bytes(self, inst: Instruction) -> float:
+        """Traffic `inst` adds to a kernel it shares with other instructions."""
+        return 0.0
 
     def matrix_seconds(self, matrix_flops: float) -> float:
         return matrix_flops / self.machine.matrix_flops_per_ns
 
-
-def members_of(kernel: KernelView, opcode: str) -> list[Instruction]:
-    return [i for i in kernel.members if i.opcode == opcode]

@@ -6,16 +6,21 @@ checks the kernels formed.
 """
 from __future__ import annotations
 
+import random
+
 import numpy as np
 import pytest
 
 import hlo_opt
 from hlo_opt import xla_oracle
+from hlo_opt.egraph.fusion import Partition
+from hlo_opt.egraph.fusion_rules import FusionPolicy
 from hlo_opt.errors import UnsupportedError
 from hlo_opt.kernels import kernel_report
+from hlo_opt.targets import cost_model
 from hlo_opt.tools.hlo_equiv import first_difference, random_array
 
-from conftest import corpus_files, corpus_ids
+from conftest import CORPUS, corpus_files, corpus_ids
 
 
 def fused(text: str, target: str = "cpu", check_xla_run: bool = False) -> hlo_opt.Module:
@@ -285,6 +290,100 @@ def test_training_step_has_far_fewer_kernels_than_ops():
     if xla_oracle.available():
         assert first_difference(hlo_opt.evaluate(module, args),
                                 xla_oracle.run(text, args)) is None
+
+
+def partition(text: str) -> Partition:
+    """One kernel per instruction of the entry; merges are applied by hand."""
+    module = hlo_opt.parse(text, "test.hlo")
+    return Partition(module.entry, FusionPolicy((), (), "cpu"), cost_model("cpu"))
+
+
+def kernel_of(part: Partition, name: str):
+    [kernel] = [k for k in part.kernels.values()
+                if any(part.insts[m].name == name for m in k.inside)]
+    return kernel
+
+
+def depends_on_itself(part: Partition, groups: list[set[int]]) -> bool:
+    """Brute force, over instruction positions: is there a cycle among these groups, where
+    a group follows another when it computes a user of a value the other computes (and it
+    does not compute itself), directly or through instructions no group holds?"""
+    holders: dict[int, list[int]] = {}
+    for g, members in enumerate(groups):
+        for m in members:
+            holders.setdefault(m, []).append(g)
+    users: dict[int, list[int]] = {}
+    for i, inst in enumerate(part.insts):
+        for o in {part.pos[id(o)] for o in inst.operands}:
+            users.setdefault(o, []).append(i)
+    follows: list[set[int]] = [set() for _ in groups]
+    for g, members in enumerate(groups):
+        stack = [(m, u) for m in members for u in users.get(m, ())]
+        while stack:
+            m, u = stack.pop()
+            if u in holders:
+                follows[g].update(h for h in holders[u] if m not in groups[h])
+            else:
+                stack.extend((u, w) for w in users.get(u, ()))
+    waiting = [0] * len(groups)                    # Kahn: a cycle leaves groups waiting
+    for g in range(len(groups)):
+        for h in follows[g]:
+            waiting[h] += 1
+    ready = [g for g in range(len(groups)) if not waiting[g]]
+    done = 0
+    while ready:
+        done += 1
+        for h in follows[ready.pop()]:
+            waiting[h] -= 1
+            if not waiting[h]:
+                ready.append(h)
+    return done < len(groups)
+
+
+# w and v become one kernel first (they share x). Then a kernel {a, b} would read w from
+# {w, v}, which needs r1, which reads a: a cycle through a kernel that starts after {a, b}
+# ends, which a search pruned by instruction position misses.
+CYCLE_THROUGH_A_LATER_KERNEL = """HloModule cycle
+ENTRY main {
+  x = f32[64] parameter(0)
+  w = f32[64] exponential(x)
+  a = f32[64] negate(x)
+  b = f32[64] add(a, w)
+  r1 = f32[64] sine(a)
+  v = f32[64] multiply(r1, x)
+  ROOT t = (f32[64], f32[64]) tuple(b, v)
+}
+"""
+
+
+def test_a_merge_that_closes_a_cycle_through_other_kernels_is_refused():
+    part = partition(CYCLE_THROUGH_A_LATER_KERNEL)
+    assert part.merge("siblings", [kernel_of(part, "w"), kernel_of(part, "v")])
+    assert not part.merge("multi", [kernel_of(part, "a"), kernel_of(part, "b")])
+    assert kernel_of(part, "a") is not kernel_of(part, "b")
+    assert part.merge("multi", [kernel_of(part, "a"), kernel_of(part, "r1")])
+
+
+def test_the_cycle_check_is_exact():
+    """Random merges of any two kernels of a training step (tuples and calls between
+    kernels): each is refused exactly when the kernels would depend on themselves. A
+    producer duplicated into all its readers never makes a cycle."""
+    part = partition((CORPUS / "mlp_train_sgd.hlo").read_text())
+    rng = random.Random(0)
+    refused = duplicated = 0
+    for _ in range(300):
+        a, b = rng.sample(list(part.kernels.values()), 2)
+        readers, only_kernels = part._readers_of(a)
+        if readers and only_kernels and rng.random() < 0.3:
+            assert part.merge("dup", [a, *readers])
+            duplicated += 1
+        else:
+            groups = [k.inside for k in part.kernels.values() if k is not a and k is not b]
+            cyclic = depends_on_itself(part, groups + [a.inside | b.inside])
+            assert bool(part.merge(rng.choice(["multi", "siblings"]), [a, b])) != cyclic
+            refused += cyclic
+        assert not depends_on_itself(part, [k.inside for k in part.kernels.values()])
+    assert refused > 20 and duplicated > 5 and len(part.kernels) < 30
 
 
 NON_XLA = corpus_files(include_xla_opt=False)
