@@ -342,11 +342,11 @@ class Partition:
         if kind == "dup":
             return self._dup(ks[0], ks[1:])
         a, b = ks
-        if kind == "multi":
-            if not self._legal_edges(a, b):
-                return None
-        elif not a.outputs or not b.outputs or not self._may_share(self._hero(a), self._hero(b)):
+        if kind == "siblings" and (not a.outputs or not b.outputs
+                                   or not self._may_share(self._hero(a), self._hero(b))):
             return None
+        if not (self._legal_edges(a, b) and self._legal_edges(b, a)):
+            return None         # every edge between the two must be declared fusible
         union, (fan_out, written) = self._union(a, b), self._writes(a, b)
         if not self._allowed(union, fan_out):
             return None

@@ -404,3 +404,27 @@ def test_every_fixture_fused_for_gpu_computes_the_same(path):
     except UnsupportedError:
         pytest.skip("the interpreter cannot run this module")
     assert first_difference(expected, hlo_opt.evaluate(hlo_opt.parse(text), args)) is None
+
+
+@pytest.mark.parametrize("target", ["cpu", "gpu"])
+@pytest.mark.parametrize("name", ["softmax", "layernorm", "gpt2_block", "mlp_train_sgd"])
+def test_every_edge_inside_a_kernel_is_declared_fusible(name, target):
+    """Whatever merge made a kernel (a consumer, a copied producer, siblings), each
+    producer-consumer pair inside it is one the fusion rules allow."""
+    from hlo_opt.egraph.pipeline import compiled_rules
+    rules = compiled_rules("default", "xla")
+    policy = FusionPolicy(rules.fuses, rules.limits, target)
+    module = hlo_opt.optimize(hlo_opt.parse((CORPUS / f"{name}.hlo").read_text()),
+                              fusion=False)
+    users: dict[int, int] = {}
+    for inst in module.entry.instructions:
+        for o in {id(o) for o in inst.operands}:
+            users[o] = users.get(o, 0) + 1
+    kernels = Partition(module.entry, policy, cost_model(target)).run()
+    assert any(len(k) > 1 for k in kernels)
+    for members in kernels:
+        inside = {id(m) for m in members}
+        for m in members:
+            for o in m.operands:
+                if id(o) in inside:
+                    assert policy.may_fuse(m, o, users[id(o)]), (m.name, o.name)
