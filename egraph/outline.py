@@ -8,7 +8,7 @@ topologically, kernels in the order of their members.
 """
 from __future__ import annotations
 
-from ..ir import Computation, Instruction, Module
+from ..ir import Computation, Instruction, Module, post_order
 from ..shape import TupleShape
 from .fusion import Partition, _free
 
@@ -68,7 +68,7 @@ class Outliner:
                 result.append(value[id(op)])
             return value[id(op)]
 
-        for u in _post_order(units, lambda u: [producer[id(o)] for o in operands_of(u)
+        for u in post_order(units, lambda u: [producer[id(o)] for o in operands_of(u)
                                                if id(o) in producer]):
             members = self._members(u, comp, kernels)
             if len(members) == 1:
@@ -126,31 +126,6 @@ class Outliner:
 
     def _unique(self, base: str) -> str:
         return _unique_local(self.taken, base)
-
-
-def _post_order(units, deps):
-    """Units with every dependency first, otherwise in the given order (iterative DFS).
-    A dependency cycle means the partition was not acyclic: a bug, reported as one."""
-    done: set = set()
-    open_: set = set()
-    out = []
-    for start in units:
-        stack = [(start, False)]
-        while stack:
-            u, expanded = stack.pop()
-            if expanded:
-                open_.discard(u)
-                done.add(u)
-                out.append(u)
-                continue
-            if u in done:
-                continue
-            if u in open_:
-                raise AssertionError(f"fusion made a cyclic kernel graph at {u}")
-            open_.add(u)
-            stack.append((u, True))
-            stack.extend((d, False) for d in reversed(deps(u)) if d not in done)
-    return out
 
 
 def _clone(inst: Instruction, operands: list[Instruction]) -> Instruction:

@@ -15,7 +15,7 @@ from importlib import resources
 
 import numpy as np
 
-from ..ir import Computation, Module
+from ..ir import Computation, Module, post_order
 from ..kernels import executed_computations, kernel_report
 from ..targets import cost_model
 from .callees import Callees
@@ -177,18 +177,5 @@ def prove_equivalent(module_a: Module, module_b: Module, rules="default",
 
 def _reachable(entry: Computation) -> list[Computation]:
     """Computations the entry calls, callees before callers, the entry last."""
-    order: list[Computation] = []
-    seen: set[int] = set()
-    stack: list[tuple[Computation, bool]] = [(entry, False)]
-    while stack:
-        comp, expanded = stack.pop()
-        if expanded:
-            order.append(comp)
-            continue
-        if id(comp) in seen:
-            continue
-        seen.add(id(comp))
-        stack.append((comp, True))
-        callees = [c for inst in comp.instructions for c in inst.called_computations()]
-        stack.extend((c, False) for c in reversed(callees) if id(c) not in seen)
-    return order
+    return post_order([entry], lambda comp: [c for inst in comp.instructions
+                                             for c in inst.called_computations()], id)

@@ -13,6 +13,33 @@ import numpy as np
 from .shape import AnyShape
 
 
+def post_order(roots: Iterable, successors, key=lambda x: x) -> list:
+    """Every node reachable from `roots`, each after all its successors, otherwise in the
+    roots' order. Iterative (deep graphs must not hit Python's recursion limit); a cycle is
+    a bug in whoever built the graph and raises ValueError."""
+    done: set = set()
+    open_: set = set()
+    order: list = []
+    for root in roots:
+        stack = [(root, False)]
+        while stack:
+            node, expanded = stack.pop()
+            k = key(node)
+            if expanded:
+                open_.discard(k)
+                done.add(k)
+                order.append(node)
+                continue
+            if k in done:
+                continue
+            if k in open_:
+                raise ValueError(f"the graph has a cycle through {node!r}")
+            open_.add(k)
+            stack.append((node, True))
+            stack.extend((n, False) for n in reversed(successors(node)) if key(n) not in done)
+    return order
+
+
 class _Elided:
     """The value of a `constant({...})` whose elements were left out of the text."""
     __slots__ = ()
@@ -85,22 +112,8 @@ class Computation:
         return sorted(params, key=lambda i: i.parameter_number)
 
     def post_order(self) -> list[Instruction]:
-        """Instructions reachable from the root, operands before users (iterative: deep
-        graphs must not hit Python's recursion limit)."""
-        seen: set[int] = set()
-        order: list[Instruction] = []
-        stack: list[tuple[Instruction, bool]] = [(self.root, False)]
-        while stack:
-            inst, expanded = stack.pop()
-            if expanded:
-                order.append(inst)
-                continue
-            if id(inst) in seen:
-                continue
-            seen.add(id(inst))
-            stack.append((inst, True))
-            stack.extend((op, False) for op in reversed(inst.operands) if id(op) not in seen)
-        return order
+        """Instructions reachable from the root, operands before users."""
+        return post_order([self.root], lambda inst: inst.operands, id)
 
     def unique_name(self, base: str, taken: set[str] | None = None) -> str:
         """`base`, or `base.N` with the smallest N not used in this computation."""
