@@ -69,3 +69,31 @@ def xla():
     if not xla_oracle.available():
         pytest.skip(xla_oracle.reason)
     return xla_oracle
+
+
+def counted_loop(step: str) -> str:
+    """A module whose entry runs a while loop 3 times over (counter, f32[4] x): `step` is
+    the body's lines computing `new` (f32[4]) from `v` (the loop's x)."""
+    return f"""HloModule m
+cond {{
+  c = (s32[], f32[4]) parameter(0)
+  n = s32[] get-tuple-element(c), index=0
+  k = s32[] constant(3)
+  ROOT lt = pred[] compare(n, k), direction=LT
+}}
+body {{
+  b = (s32[], f32[4]) parameter(0)
+  n = s32[] get-tuple-element(b), index=0
+  one = s32[] constant(1)
+  m = s32[] add(n, one)
+  v = f32[4] get-tuple-element(b), index=1
+{step}
+  ROOT r = (s32[], f32[4]) tuple(m, new)
+}}
+ENTRY main {{
+  x = f32[4] parameter(0)
+  i = s32[] constant(0)
+  t = (s32[], f32[4]) tuple(i, x)
+  ROOT w = (s32[], f32[4]) while(t), condition=cond, body=body
+}}
+"""

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import hlo_opt
-from conftest import corpus_files, corpus_ids
+from conftest import corpus_files, corpus_ids, counted_loop
 from hlo_opt import UnsupportedError, xla_oracle
 from hlo_opt.tools.hlo_equiv import first_difference, random_array
 
@@ -127,29 +127,11 @@ def test_array_folds_stop_at_the_guard(rules):
 
 
 def test_while_bodies_are_rewritten_too(rules):
-    module = entry("""
-  x = f32[4] parameter(0)
-  i = s32[] constant(0)
-  t = (s32[], f32[4]) tuple(i, x)
-  ROOT w = (s32[], f32[4]) while(t), condition=cond, body=body""", computations="""
-cond {
-  c = (s32[], f32[4]) parameter(0)
-  n = s32[] get-tuple-element(c), index=0
-  k = s32[] constant(3)
-  ROOT lt = pred[] compare(n, k), direction=LT
-}
-body {
-  b = (s32[], f32[4]) parameter(0)
-  n = s32[] get-tuple-element(b), index=0
-  one = s32[] constant(1)
-  m = s32[] add(n, one)
-  v = f32[4] get-tuple-element(b), index=1
+    module = hlo_opt.parse(counted_loop("""
   e = f32[4] exponential(v)
   f = f32[] constant(1)
   fs = f32[4] broadcast(f), dimensions={}
-  ev = f32[4] multiply(e, fs)
-  ROOT r = (s32[], f32[4]) tuple(m, ev)
-}""")
+  new = f32[4] multiply(e, fs)"""))
     out = hlo_opt.optimize(module, rules=rules)
     assert "multiply" not in opcodes(out.computation("body"))
     assert [c.name for c in out.computations] == ["cond", "body", "main"]
