@@ -67,7 +67,7 @@ def test_reports_name_message_and_position():
     ("p = f32[2,3] parameter(0)\nROOT t = f32[2,3] transpose(p), dimensions={1,0}", "",
      r"should be f32\[3,2\]"),
     ("p = f32[4] parameter(0)\nq = f32[4] parameter(2)\nROOT r = f32[4] add(p, q)", "",
-     "parameter numbers"),
+     r"q: parameter\(2\) in computation e, which has 2 parameters: the numbers must be 0..1"),
     ("p = f32[4] parameter(0)\nROOT r = f32[4] frobnicate(p)", "", "frobnicate"),
 ])
 def test_inconsistencies_are_reported(body, computations, message):
