@@ -15,10 +15,10 @@ from importlib import resources
 
 import numpy as np
 
+from .. import verifier
 from ..ir import Computation, Module, post_order
 from ..kernels import executed_computations, kernel_report
 from ..targets import cost_model
-from ..verifier import verify as verify_module
 from .callees import Callees
 from .costs import node_costs
 from .decode import decode
@@ -42,7 +42,7 @@ def optimize(module: Module, rules="default", fp_mode: str = "xla", target: str 
     `fusion` is False. The input is verified first (the rules and the cost model trust its
     declared shapes) unless `verify` is False, for callers that already did."""
     if verify:
-        verify_module(module)
+        verifier.verify(module)
     compiled = compiled_rules(rules, fp_mode)
     model = cost_model(target)
     limits = Limits(iteration_limit, node_limit, time_limit)

@@ -19,6 +19,7 @@ from __future__ import annotations
 # Emitters register themselves with elemental.py and emit_kernel.py on import.
 from . import emit_conv, emit_dot, emit_fft, emit_gather, emit_reduce, emit_sort  # noqa: F401
 from . import jit
+from .. import verifier
 from ..memory import allocating, check_fits_in_memory
 from .fallback import FallbackWarning
 from .runtime import Executable, compile_module
@@ -36,8 +37,7 @@ def compile(module, target: str = "cpu", flush_denormals: bool = False,  # noqa:
         from .. import parse
         module = parse(module)
     if verify:
-        from ..verifier import verify as verify_module
-        verify_module(module)
+        verifier.verify(module)
     check_fits_in_memory(module)
     with allocating("allocating the module's buffers"):
         return compile_module(module, target, flush_denormals)

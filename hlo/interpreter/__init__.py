@@ -12,6 +12,7 @@ from typing import Sequence
 
 import numpy as np
 
+from .. import verifier
 from ..ir import Module
 from ..memory import allocating, check_fits_in_memory
 from . import (composite, contractions, control, data_movement, elementwise, indexing,
@@ -34,8 +35,7 @@ def evaluate(module: Module, args: Sequence, verify: bool = True) -> list[np.nda
     module is verified first unless `verify` is False (for callers that already did), and
     arrays larger than this machine's memory are refused before any is allocated."""
     if verify:
-        from ..verifier import verify as verify_module
-        verify_module(module)
+        verifier.verify(module)
     check_fits_in_memory(module)
     with allocating("evaluating the module"):
         return evaluate_module(module, args, DISPATCH)
