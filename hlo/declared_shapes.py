@@ -102,12 +102,13 @@ def _check_iota(operands, attrs, declared):
 
 
 def _check_contraction(opcode):
-    """dot/convolution may declare any numeric result type (XLA's preferred type)."""
+    """dot/convolution may declare any numeric or pred result type (XLA's preferred type)."""
     def check(operands, attrs, declared):
         inferred = infer_shape(opcode, operands, attrs)
-        if inferred.dims != declared.dims or declared.dtype.kind not in NUMERIC:
-            fail(f"{opcode} result should be {inferred.element_type}"
-                 f"[{','.join(map(str, inferred.dims))}], declared {text(declared)}")
+        if inferred.dims != declared.dims:
+            fail(f"{opcode} result should be {text(inferred)}, declared {text(declared)}")
+        if declared.dtype.kind not in NUMERIC | {"pred"}:
+            fail(f"{opcode} cannot produce {declared.element_type}")
     return check
 
 
