@@ -89,32 +89,48 @@ def _results(opcode: str, declared: AnyShape, count: int) -> list[Shape]:
     """The declared result per operand (a tuple of them when there are several)."""
     results = [declared] if count == 1 else list(getattr(declared, "elements", ()))
     if len(results) != count or any(r.is_tuple for r in results):
-        fail(f"{opcode} of {count} operands cannot produce {text(declared)}")
+        fail(f"{opcode} of {count} operand{'s' if count != 1 else ''} cannot produce "
+             f"{text(declared)}")
     return results
 
 
 def _shard_count(opcode: str, attrs: dict, whole: int, part: int) -> int:
-    """How many pieces `whole` is cut into (from the shapes), checked against the groups."""
-    shards = -(-whole // part) if part else 1
+    """How many pieces `whole` is cut into (from the shapes), checked against the groups.
+    Sizes that say nothing (0, or unbounded: -1) leave it to the groups."""
     size = group_size(opcode, attrs)
+    if part <= 0 or whole < 0:
+        return size or 1
+    shards = -(-whole // part)
     if size is not None and shards != size:
         fail(f"{opcode} over groups of {size} needs a factor of {size} between dimension "
              f"sizes {part} and {whole}, not {shards}")
-    return max(shards, 1)
+    return shards
 
 
-def _scaled(shape: Shape, d: int, size: int) -> Shape:
-    return array(shape.element_type, shape.dims[:d] + (size,) + shape.dims[d + 1:],
+def _scaled(shape: Shape, d: int, scale) -> Shape:
+    """`shape` with dimension d resized by `scale` (an unbounded size stays unbounded)."""
+    n = shape.dims[d]
+    return array(shape.element_type,
+                 shape.dims[:d] + (scale(n) if n >= 0 else n,) + shape.dims[d + 1:],
                  shape.dynamic)
 
 
-def _gathered(opcode: str, operands: list, attrs: dict, results: list[Shape]) -> list[Shape]:
+def _resized(opcode: str, operands: list, attrs: dict, results: list[Shape],
+             gather: bool) -> list[Shape]:
+    """Each operand with its `dimensions` entry multiplied (all-gather) or divided
+    (reduce-scatter) by the shard count that the first operand and result imply."""
     shapes = _arrays(opcode, operands)
     d = _dimension(opcode, attrs, shapes)
     if any(r.rank <= d for r in results):
         fail(f"{opcode} dimension {d} is not in the result {text(results[0])}")
-    shards = _shard_count(opcode, attrs, results[0].dims[d], shapes[0].dims[d])
-    return [_scaled(s, d, s.dims[d] * shards) for s in shapes]
+    small, big = (shapes[0], results[0]) if gather else (results[0], shapes[0])
+    shards = _shard_count(opcode, attrs, big.dims[d], small.dims[d])
+    if gather:
+        return [_scaled(s, d, lambda n: n * shards) for s in shapes]
+    for s in shapes:
+        if s.dims[d] > 0 and s.dims[d] % shards:
+            fail(f"{opcode} cannot split dimension {d} of {text(s)} into {shards}")
+    return [_scaled(s, d, lambda n: n // shards) for s in shapes]
 
 
 def _check(opcode: str, inferred: AnyShape, declared: AnyShape) -> None:
@@ -124,7 +140,7 @@ def _check(opcode: str, inferred: AnyShape, declared: AnyShape) -> None:
 
 def _check_all_gather(operands, attrs, declared):
     results = _results("all-gather", declared, len(operands))
-    _check("all-gather", maybe_tuple(_gathered("all-gather", operands, attrs, results)),
+    _check("all-gather", maybe_tuple(_resized("all-gather", operands, attrs, results, True)),
            declared)
 
 
@@ -133,23 +149,15 @@ def _check_all_gather_start(operands, attrs, declared):
     if not declared.is_tuple or len(declared.elements) != 2:
         fail(f"all-gather-start produces (input, gathered), not {text(declared)}")
     results = _results("all-gather-start", declared.elements[1], len(operands))
-    gathered = _gathered("all-gather-start", operands, attrs, results)
+    gathered = _resized("all-gather-start", operands, attrs, results, True)
     inferred = TupleShape((maybe_tuple([relayout(s) for s in operands]), maybe_tuple(gathered)))
     _check("all-gather-start", inferred, declared)
 
 
 def _check_reduce_scatter(operands, attrs, declared):
-    shapes = _arrays("reduce-scatter", operands)
-    results = _results("reduce-scatter", declared, len(shapes))
-    d = _dimension("reduce-scatter", attrs, shapes)
-    if any(r.rank <= d for r in results):
-        fail(f"reduce-scatter dimension {d} is not in the result {text(results[0])}")
-    shards = _shard_count("reduce-scatter", attrs, shapes[0].dims[d], results[0].dims[d])
-    for s in shapes:
-        if s.dims[d] % shards:
-            fail(f"reduce-scatter cannot split dimension {d} of {text(s)} into {shards}")
-    _check("reduce-scatter", maybe_tuple([_scaled(s, d, s.dims[d] // shards) for s in shapes]),
-           declared)
+    results = _results("reduce-scatter", declared, len(operands))
+    _check("reduce-scatter",
+           maybe_tuple(_resized("reduce-scatter", operands, attrs, results, False)), declared)
 
 
 def _all_reduce(opcode, operands, attrs):
@@ -177,6 +185,8 @@ def _all_to_all(opcode, operands, attrs):
 
 def _ragged_all_to_all(opcode, operands, attrs):
     shapes = _arrays(opcode, operands)
+    if len(shapes) != 6:
+        fail(f"ragged-all-to-all takes 6 operands, got {len(shapes)}")
     offsets = shapes[2:]
     if any(s.rank not in (1, 2) or not s.compatible(offsets[0]) for s in offsets):
         fail("ragged-all-to-all offsets and sizes (operands 2-5) must share one shape of "

@@ -13,7 +13,7 @@ from . import collective_rules
 from .ops import async_wrapped
 from .shape import AnyShape, TupleShape
 from .shape_inference import INFERABLE, NUMERIC, infer_shape
-from .shape_util import expect_array, expect_scalar, fail, relayout, text
+from .shape_util import computation, expect_array, expect_scalar, fail, relayout, text
 from .transfer_rules import CONTEXT, TOKEN, expect_token
 
 
@@ -154,9 +154,7 @@ def _check_transfer_in(opcode: str, context: tuple):
 
 def _check_async_start(operands, attrs, declared):
     """((operands), the wrapped computation's result, context...)."""
-    comp = attrs.get("calls")
-    if comp is None or isinstance(comp, (str, tuple)):
-        fail("async-start needs calls=<computation>")
+    comp = computation(attrs, "calls", "async-start", None)
     expected = (TupleShape(tuple(relayout(p.shape) for p in comp.parameters)),
                 relayout(comp.root.shape))
     params = expected[0].elements

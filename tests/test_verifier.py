@@ -279,3 +279,14 @@ def test_dot_dimension_numbers_are_checked(dims, message):
     e = _error(f"a = f32[4,4] parameter(0)\nb = f32[4,4] parameter(1)\n"
                f"ROOT d = f32[4] dot(a, b), {dims}")
     assert re.search(message, e.message), e.message
+
+
+def test_every_opcode_result_is_checked():
+    """Each opcode's declared shape is compared with inference or checked on its own; only
+    parameters (any shape), constants (their literal) and custom-calls (whatever the target
+    makes) have no rule, and they too are bounded in size."""
+    from hlo_opt.declared_shapes import DECLARED_CHECKS
+    from hlo_opt.ops import OPS
+    from hlo_opt.shape_inference import INFERABLE
+    unchecked = {op for op in OPS if op not in DECLARED_CHECKS and op not in INFERABLE}
+    assert unchecked == {"parameter", "constant", "custom-call"}
