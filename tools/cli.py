@@ -96,13 +96,17 @@ def about(filename: str | None, verified: bool = True):
                             f"{TRACEBACK_ENV}=1 for the traceback", filename) from e
 
 
-def main_guard(fn):
-    """Run a tool's main: HloError -> stderr line + exit 2 (3 for internal errors); Ctrl-C
-    -> exit 130."""
+def main_guard(prog: str):
+    """Decorator running a tool's main: HloError -> stderr line (`prog: message` when it
+    names no file) + exit 2 (3 for internal errors); Ctrl-C -> exit 130."""
+    return functools.partial(_guarded, prog=prog)
+
+
+def _guarded(fn, prog: str):
     @functools.wraps(fn)
     def wrapper(argv=None):
         try:
-            with about(None):
+            with about(prog):
                 return fn(argv)
         except HloError as e:
             print(str(e), file=sys.stderr)

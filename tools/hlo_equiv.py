@@ -47,7 +47,7 @@ def build_arg_parser() -> argparse.ArgumentParser:
     return p
 
 
-@main_guard
+@main_guard("hlo-equiv")
 def main(argv=None) -> int:
     args = build_arg_parser().parse_args(argv)
     a, _ = load_module(args.a)

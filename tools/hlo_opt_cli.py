@@ -61,7 +61,7 @@ def emit_code(module, emit: str) -> str:
     return text
 
 
-@main_guard
+@main_guard("hlo-opt")
 def main(argv=None) -> int:
     args = build_arg_parser().parse_args(argv)
     if args.time_limit <= 0 or args.node_limit <= 0:

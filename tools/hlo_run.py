@@ -120,7 +120,7 @@ def save_outputs(path: str, outputs) -> None:
         raise
 
 
-@main_guard
+@main_guard("hlo-run")
 def main(argv=None) -> int:
     args = build_arg_parser().parse_args(argv)
     module, text = load_module(args.input)
