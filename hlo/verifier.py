@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from .declared_shapes import check_declared_shape
 from .errors import HloError
-from .memory import human_bytes
 from .ir import Computation, Instruction, Module
+from .memory import human_bytes
 from .ops import OPS, VARIADIC, async_wrapped
 from .shape_util import array_leaves, text
 
