@@ -15,6 +15,7 @@ from importlib import resources
 
 import numpy as np
 
+from .. import verifier
 from ..ir import Computation, Module, post_order
 from ..kernels import executed_computations, kernel_report
 from ..targets import cost_model
@@ -33,12 +34,15 @@ from .run import Limits, RunReport, prepared, saturate
 
 def optimize(module: Module, rules="default", fp_mode: str = "xla", target: str = "cpu",
              time_limit: float = 60.0, node_limit: int = 200_000, iteration_limit: int = 30,
-             stats: bool = False, fusion: bool = True):
+             stats: bool = False, fusion: bool = True, verify: bool = True):
     """The optimized module (a new Module; the input is not modified), or (module, report)
     with `stats`, the report a run.RunReport. `rules`: "default", "none", a rule file or
     folder, a list of these, or an already compiled rule set. When the rules declare what
     may fuse (`fuse`), the entry and the loop bodies are then fused for `target`, unless
-    `fusion` is False."""
+    `fusion` is False. The input is verified first (the rules and the cost model trust its
+    declared shapes) unless `verify` is False, for callers that already did."""
+    if verify:
+        verifier.verify(module)
     compiled = compiled_rules(rules, fp_mode)
     model = cost_model(target)
     limits = Limits(iteration_limit, node_limit, time_limit)

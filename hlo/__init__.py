@@ -8,6 +8,10 @@ The public API (stable names; tools and tests use them):
     run = hlo_opt.compile(module)                  # native code (LLVM); run(*args) -> outputs
     module = hlo_opt.optimize(module)              # rewrite rules + cost-based extraction
 
+evaluate, compile and optimize verify the module first (hlo_opt.verifier; an ill-typed module
+is an HloError naming the instruction, not a crash or a wrong answer); `verify=False` skips
+that for callers that already verified it.
+
 Stages live in sub-packages (grammar, egraph, lowering, targets, tools); they are imported
 lazily here so that importing the IR never drags in the optimizer or LLVM.
 """
@@ -27,25 +31,28 @@ def parse(text: str, filename: str | None = None) -> Module:
     return parse_module(text, filename)
 
 
-def evaluate(module: Module, args):
-    """Run the entry computation on numpy arrays; a tuple result comes back flattened."""
+def evaluate(module: Module, args, verify: bool = True):
+    """Run the entry computation on numpy arrays; a tuple result comes back flattened.
+    The module is verified first unless `verify` is False."""
     from .interpreter import evaluate as _evaluate
-    return _evaluate(module, args)
+    return _evaluate(module, args, verify)
 
 
-def compile(module: Module | str, target: str = "cpu", **options):   # noqa: A001
+def compile(module: Module | str, target: str = "cpu", verify: bool = True,  # noqa: A001
+            **options):
     """Compile a module (or HLO text) to native code; returns a callable on numpy arrays
-    whose outputs come back flattened, like `evaluate` (options: flush_denormals)."""
+    whose outputs come back flattened, like `evaluate` (options: flush_denormals). The
+    module is verified first unless `verify` is False."""
     from .lowering import compile as _compile
-    return _compile(module, target, **options)
+    return _compile(module, target, verify=verify, **options)
 
 
 def optimize(module: Module, rules="default", fp_mode: str = "xla", target: str = "cpu",
              time_limit: float = 60.0, node_limit: int = 200_000, iteration_limit: int = 30,
-             stats: bool = False, fusion: bool = True):
+             stats: bool = False, fusion: bool = True, verify: bool = True):
     """The module rewritten by the rule set, extracted at least cost for `target` and fused
     where the rules allow and the target's model gains; with `stats`, (module, report).
-    See egraph/pipeline.py."""
+    The input is verified first unless `verify` is False. See egraph/pipeline.py."""
     from .egraph import optimize as _optimize
     return _optimize(module, rules, fp_mode, target, time_limit, node_limit, iteration_limit,
-                     stats, fusion)
+                     stats, fusion, verify)

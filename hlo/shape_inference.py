@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
+from . import collective_rules, transfer_rules
 from . import shape_rules as rules
 from .dtypes import DTYPES
 from .shape import AnyShape, Shape, TupleShape
@@ -208,7 +209,8 @@ def _dynamic_slice(opcode, operands, attrs):
     _start_indices(opcode, operand, operands[1:])
     sizes = tuple(attr(attrs, "dynamic_slice_sizes", opcode))
     if len(sizes) != operand.rank or any(not 0 <= s <= n for s, n in zip(sizes, operand.dims)):
-        fail(f"dynamic_slice_sizes {list(sizes)} do not fit {text(operand)}")
+        fail(f"dynamic_slice_sizes {{{','.join(map(str, sizes))}}} do not fit operand "
+             f"{text(operand)} (one size per dimension, each at most its size)")
     return array(operand.element_type, sizes)
 
 
@@ -217,10 +219,13 @@ def _dynamic_update_slice(opcode, operands, attrs):
         fail("dynamic-update-slice needs an operand, an update and start indices")
     operand = expect_array(operands[0], "dynamic-update-slice operand")
     update = expect_array(operands[1], "dynamic-update-slice update")
-    _start_indices(opcode, operand, operands[2:])
-    if (update.element_type != operand.element_type or update.rank != operand.rank
-            or any(u > n for u, n in zip(update.dims, operand.dims))):
+    if update.rank != operand.rank:
+        fail(f"update {text(update)} has rank {update.rank}, operand {text(operand)} has "
+             f"rank {operand.rank}")
+    if update.element_type != operand.element_type or any(
+            u > n for u, n in zip(update.dims, operand.dims)):
         fail(f"update {text(update)} does not fit operand {text(operand)}")
+    _start_indices(opcode, operand, operands[2:])
     return relayout(operand)
 
 
@@ -304,7 +309,7 @@ _RULES: dict[str, _Rule] = {
     **dict.fromkeys(("opt-barrier", "domain", "add-dependency"), _same_as_operand),
     "after-all": _fixed("token"),
     "replica-id": _fixed("u32"), "partition-id": _fixed("u32"),
-    **rules.RULES,
+    **rules.RULES, **collective_rules.RULES, **transfer_rules.RULES,
 }
 
 # Rules that read called computations take them as a fourth argument.

@@ -43,6 +43,10 @@ def _result_type(lhs: Shape, rhs: Shape) -> str:
     return max((a, b), key=lambda t: (rank[t.kind], t.bits)).name
 
 
+def _braced(dims: Sequence[int]) -> str:
+    return "{" + ",".join(map(str, dims)) + "}"
+
+
 def _dot(opcode, operands, attrs):
     lhs = expect_array(operands[0], "dot lhs")
     rhs = expect_array(operands[1], "dot rhs")
@@ -50,10 +54,14 @@ def _dot(opcode, operands, attrs):
               for k in ("contracting", "batch"))
     rc, rb = (dims_attr(attrs, f"rhs_{k}_dims", opcode, rhs.rank, ())
               for k in ("contracting", "batch"))
-    if len(lc) != len(rc) or len(lb) != len(rb):
-        fail("dot needs as many lhs as rhs contracting (and batch) dimensions")
-    if set(lc) & set(lb) or set(rc) & set(rb):
-        fail("dot dimensions cannot be both batch and contracting")
+    for kind, ldims, rdims in (("contracting", lc, rc), ("batch", lb, rb)):
+        if len(ldims) != len(rdims):
+            fail(f"dot lhs_{kind}_dims {_braced(ldims)} and rhs_{kind}_dims {_braced(rdims)} "
+                 "differ in length")
+    for side, batch, contracting in (("lhs", lb, lc), ("rhs", rb, rc)):
+        if set(batch) & set(contracting):
+            fail(f"dot {side}_batch_dims {_braced(batch)} and {side}_contracting_dims "
+                 f"{_braced(contracting)} share a dimension")
     for kind, ldims, rdims in (("contracting", lc, rc), ("batch", lb, rb)):
         for l, r in zip(ldims, rdims):
             if lhs.dims[l] != rhs.dims[r]:

@@ -31,6 +31,11 @@ def relayout(shape: AnyShape) -> AnyShape:
     return array(shape.element_type, shape.dims, shape.dynamic)
 
 
+def array_leaves(shape: AnyShape) -> list[Shape]:
+    """The arrays a shape is made of: itself, or a tuple's leaves."""
+    return shape.leaves() if shape.is_tuple else [shape]
+
+
 def expect_array(shape: AnyShape, what: str) -> Shape:
     if shape.is_tuple:
         fail(f"{what} must be an array, got {shape.to_text(False)}")

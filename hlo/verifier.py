@@ -1,22 +1,23 @@
 """The verifier: a module is well formed if every declared shape is what shape inference
-says (layouts aside), every opcode has its operand count, and every called computation has
-the signature its caller needs (reducers take 2N scalars, while bodies map the state to
-itself, ...). The parser does not verify, as XLA's does not; optimizer stages call `verify`
-on what they build.
+says (layouts aside; declared_shapes.py), every array's byte size fits in int64, every
+opcode has its operand count, parameters are numbered 0..N-1, and every called computation
+has the signature its caller needs (reducers take 2N scalars, while bodies map the state to
+itself, ...). The parser does not verify, as XLA's does not; the public entry points
+(optimize, compile, evaluate) and optimizer stages call `verify`.
 
     verify(module)   # None, or HloError("add.3: operand shapes f32[4] and f32[5] differ")
 """
 from __future__ import annotations
 
-import math
-from typing import Sequence
-
+from .declared_shapes import check_declared_shape
 from .errors import HloError
 from .ir import Computation, Instruction, Module
+from .memory import human_bytes
 from .ops import OPS, VARIADIC, async_wrapped
-from .shape import AnyShape
-from .shape_inference import INFERABLE, NUMERIC, infer_shape
-from .shape_util import expect_array, fail, text
+from .shape_util import array_leaves, text
+
+# XLA's limit: an array's byte size (and every offset into it) is an int64.
+MAX_ARRAY_BYTES = 2**63 - 1
 
 
 def verify(module: Module) -> None:
@@ -40,14 +41,20 @@ def _verify_computation(comp: Computation, known: set[int]) -> None:
                        "instructions", line=comp.line, column=comp.column)
     names: set[str] = set()
     numbers: set[int] = set()
+    count = sum(1 for inst in comp.instructions if inst.opcode == "parameter")
     for inst in comp.instructions:
         if inst.name in names:
             _fail(inst, f"name is used twice in computation {comp.name}")
         names.add(inst.name)
         if inst.opcode == "parameter":
-            if inst.parameter_number is None or inst.parameter_number in numbers:
-                _fail(inst, f"parameter number {inst.parameter_number} is missing or repeated")
-            numbers.add(inst.parameter_number)
+            n = inst.parameter_number
+            if n is None or n in numbers:
+                _fail(inst, f"parameter number {n} is missing or repeated")
+            if not 0 <= n < count:
+                _fail(inst, f"parameter({n}) in computation {comp.name}, which has {count} "
+                            f"parameter{'s' if count != 1 else ''}: the numbers must be "
+                            f"0..{count - 1}")
+            numbers.add(n)
         for op in inst.operands:
             if id(op) not in members:
                 _fail(inst, f"operand {op.name} is not in computation {comp.name}")
@@ -55,20 +62,16 @@ def _verify_computation(comp: Computation, known: set[int]) -> None:
             if id(callee) not in known:
                 _fail(inst, f"calls computation {callee.name}, which is not in the module")
         _verify_instruction(inst)
-    if numbers != set(range(len(numbers))):
-        raise HloError(f"computation {comp.name}: parameter numbers {sorted(numbers)} are not "
-                       f"0..{len(numbers) - 1}", line=comp.line, column=comp.column)
 
 
 def _verify_instruction(inst: Instruction) -> None:
     info = OPS.get(inst.opcode)
-    if info is None:
-        if async_wrapped(inst.opcode) is None:
-            _fail(inst, f"unknown opcode {inst.opcode}")
-        return
-    if info.arity != VARIADIC and len(inst.operands) != info.arity:
+    if info is None and async_wrapped(inst.opcode) is None:
+        _fail(inst, f"unknown opcode {inst.opcode}")
+    if info is not None and info.arity != VARIADIC and len(inst.operands) != info.arity:
         _fail(inst, f"{inst.opcode} takes {info.arity} operand"
                     f"{'s' if info.arity != 1 else ''}, got {len(inst.operands)}")
+    _check_size(inst)
     if inst.opcode == "constant":
         _check_literal(inst)
     try:
@@ -76,6 +79,15 @@ def _verify_instruction(inst: Instruction) -> None:
                              inst.shape)
     except HloError as e:
         _fail(inst, e.message)
+
+
+def _check_size(inst: Instruction) -> None:
+    """Sizes are int64 everywhere (buffer assignment, index arithmetic, XLA itself): an
+    array too big for one is not a shape, whatever the opcode (custom-call included)."""
+    for leaf in array_leaves(inst.shape):
+        if -1 not in leaf.dims and leaf.byte_size > MAX_ARRAY_BYTES:
+            _fail(inst, f"{text(leaf)} has {human_bytes(leaf.byte_size)}, more than an "
+                        f"array can hold (2^63 - 1 bytes)")
 
 
 def _check_literal(inst: Instruction) -> None:
@@ -115,99 +127,3 @@ def _check_acyclic(module: Module) -> None:
 
 def _callees(comp: Computation) -> list[Computation]:
     return [c for inst in comp.instructions for c in inst.called_computations()]
-
-
-# ------------------------------------------------------- shapes the text spells out
-
-def _check_broadcast(operands, attrs, declared):
-    operand = expect_array(operands[0], "broadcast operand")
-    dims = tuple(attrs.get("dimensions", ()))
-    if len(dims) != operand.rank or operand.element_type != declared.element_type:
-        fail(f"broadcast of {text(operand)} to {text(declared)} needs one entry in "
-             f"dimensions per operand dimension and the same element type")
-    for i, d in enumerate(dims):
-        if not 0 <= d < declared.rank or declared.dims[d] != operand.dims[i]:
-            fail(f"broadcast dimensions {list(dims)} map {text(operand)} onto "
-                 f"{text(declared)} inconsistently")
-
-
-def _check_convert(operands, attrs, declared):
-    operand = expect_array(operands[0], "convert operand")
-    if operand.dims != declared.dims:
-        fail(f"convert changes dimensions: {text(operand)} to {text(declared)}")
-    src, dst = operand.dtype.kind, declared.dtype.kind
-    if {src, dst} & {"token", "opaque"} or (src == "complex" and dst != "complex"):
-        fail(f"cannot convert {operand.element_type} to {declared.element_type}")
-
-
-def _check_bitcast_convert(operands, attrs, declared):
-    operand = expect_array(operands[0], "bitcast-convert operand")
-    a, b = operand.dtype.bits, declared.dtype.bits
-    if not a or not b:
-        fail(f"cannot bitcast-convert {operand.element_type} to {declared.element_type}")
-    if a == b:
-        ok = operand.dims == declared.dims
-    elif a > b:            # one element becomes a trailing dimension of a // b pieces
-        ok = declared.dims == operand.dims + (a // b,) and a % b == 0
-    else:
-        ok = operand.dims == declared.dims + (b // a,) and b % a == 0
-    if not ok:
-        fail(f"bitcast-convert from {text(operand)} to {text(declared)} changes the "
-             "number of bits")
-
-
-def _check_reshape(operands, attrs, declared):
-    operand = expect_array(operands[0], "reshape operand")
-    if (operand.element_type != declared.element_type
-            or math.prod(operand.dims) != math.prod(declared.dims)):
-        fail(f"reshape from {text(operand)} to {text(declared)} changes the element "
-             "count or type")
-
-
-def _check_bitcast(operands, attrs, declared):
-    operand = expect_array(operands[0], "bitcast operand")
-    if operand.byte_size != declared.byte_size or operand.dtype.bits != declared.dtype.bits:
-        fail(f"bitcast from {text(operand)} to {text(declared)} changes the byte size")
-
-
-def _check_iota(operands, attrs, declared):
-    d = attrs.get("iota_dimension")
-    if d is None or not 0 <= d < declared.rank or declared.dtype.kind not in NUMERIC:
-        fail(f"iota_dimension={d} does not fit {text(declared)}")
-
-
-def _check_contraction(opcode):
-    """dot/convolution may declare any numeric result type (XLA's preferred type)."""
-    def check(operands, attrs, declared):
-        inferred = infer_shape(opcode, operands, attrs)
-        if inferred.dims != declared.dims or declared.dtype.kind not in NUMERIC:
-            fail(f"{opcode} result should be {inferred.element_type}"
-                 f"[{','.join(map(str, inferred.dims))}], declared {text(declared)}")
-    return check
-
-
-DECLARED_CHECKS = {
-    "broadcast": _check_broadcast, "convert": _check_convert,
-    "bitcast-convert": _check_bitcast_convert, "reshape": _check_reshape,
-    "bitcast": _check_bitcast, "iota": _check_iota,
-    **{op: _check_contraction(op) for op in ("dot", "convolution", "ragged-dot")},
-}
-
-
-def check_declared_shape(opcode: str, operands: Sequence[AnyShape], attrs: dict,
-                         declared: AnyShape) -> None:
-    """Raise HloError unless `declared` is a valid result shape (layouts ignored).
-
-    Ops with a shape rule compare against it; ops whose text carries the shape (convert,
-    reshape, broadcast, ...) get their own consistency check; the rest pass unchecked.
-    """
-    operands = list(operands)
-    check = DECLARED_CHECKS.get(opcode)
-    if check is not None:
-        if declared.is_tuple:
-            fail(f"{opcode} cannot produce a tuple {text(declared)}")
-        check(operands, attrs, declared)
-    elif opcode in INFERABLE:
-        inferred = infer_shape(opcode, operands, attrs)
-        if not inferred.compatible(declared):
-            fail(f"result shape should be {text(inferred)}, declared {text(declared)}")

@@ -19,16 +19,28 @@ from __future__ import annotations
 # Emitters register themselves with elemental.py and emit_kernel.py on import.
 from . import emit_conv, emit_dot, emit_fft, emit_gather, emit_reduce, emit_sort  # noqa: F401
 from . import jit
+from .. import verifier
+from ..memory import allocating, check_fits_in_memory
 from .fallback import FallbackWarning
 from .runtime import Executable, compile_module
 
 __all__ = ["compile", "emit_llvm", "emit_asm", "Executable", "FallbackWarning"]
 
 
-def compile(module, target: str = "cpu", flush_denormals: bool = False) -> Executable:  # noqa: A001
+def compile(module, target: str = "cpu", flush_denormals: bool = False,  # noqa: A001
+            verify: bool = True) -> Executable:
     """Compile a Module (or HLO text) for the host CPU; returns a callable on numpy arrays.
-    `flush_denormals` runs it in XLA:CPU's floating-point mode instead of IEEE's."""
-    return compile_module(module, target, flush_denormals)
+    `flush_denormals` runs it in XLA:CPU's floating-point mode instead of IEEE's. The module
+    is verified first (ill-typed code would crash natively) unless `verify` is False, for
+    callers that already did; an array larger than this machine's memory is an HloError."""
+    if isinstance(module, str):
+        from .. import parse
+        module = parse(module)
+    if verify:
+        verifier.verify(module)
+    check_fits_in_memory(module)
+    with allocating("allocating the module's buffers"):
+        return compile_module(module, target, flush_denormals)
 
 
 def _texts(module) -> list[tuple[str, str]]:

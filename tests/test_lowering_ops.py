@@ -90,7 +90,8 @@ def test_float_ops(t):
 
 @pytest.mark.parametrize("t", INTS)
 def test_integer_ops(t):
-    text, ops = _module(t, INT_UNARY, INT_BINARY)
+    unary = [op for op in INT_UNARY if t[0] == "s" or op not in ("abs", "sign")]  # XLA: signed only
+    text, ops = _module(t, unary, INT_BINARY)
     for seed, small in ((0, False), (1, True)):      # small: shift amounts, powers in range
         x, y = _inputs(t, seed, small)
         ours, want = run_both(text, [x, y])

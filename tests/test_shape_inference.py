@@ -269,3 +269,44 @@ def test_computation_references_resolve_by_name():
     with pytest.raises(HloError, match="computation nope is not defined"):
         infer_shape("reduce", [F4, array("f32", ())],
                     {"dimensions": (0,), "to_apply": ComputationRef("nope")})
+
+
+def _shape(text: str):
+    return parse(f"HloModule m\nENTRY e {{ ROOT p = {text} parameter(0) }}").entry.root.shape
+
+
+# Results XLA fixes for transfers and collectives (the parser wants them written out, as
+# XLA's does; the verifier compares with these).
+@pytest.mark.parametrize("opcode, operands, attrs, expected", [
+    ("copy-start", ["f32[4]"], {}, "(f32[4], f32[4], u32[])"),
+    ("copy-done", ["(f32[4], f32[4], u32[])"], {}, "f32[4]"),
+    ("send", ["f32[4]", "token[]"], {}, "(f32[4], u32[], token[])"),
+    ("send-done", ["(f32[4], u32[], token[])"], {}, "token[]"),
+    ("recv-done", ["(f32[4], u32[], token[])"], {}, "(f32[4], token[])"),
+    ("outfeed", ["f32[4]", "token[]"], {}, "token[]"),
+    ("async-done", ["((f32[4]), s32[2], s32[])"], {}, "s32[2]"),
+    ("rng-get-and-update-state", [], {}, "u64[2]"),
+    ("all-reduce", ["f32[4]", "s32[2]"], {}, "(f32[4], s32[2])"),
+    ("all-reduce-done", ["f32[4]"], {}, "f32[4]"),
+    ("all-gather-done", ["(f32[2], f32[8])"], {}, "f32[8]"),
+    ("all-to-all", ["f32[4]", "f32[4]"], {}, "(f32[4], f32[4])"),
+    ("all-to-all", ["f32[8,2]"], {"dimensions": (0,)}, "f32[8,2]"),
+    ("collective-permute", ["f32[4]"], {"source_target_pairs": ((0, 1),)}, "f32[4]"),
+    ("collective-permute-done", ["(f32[4], f32[4], u32[], u32[])"], {}, "f32[4]"),
+    ("collective-broadcast", ["f32[4]"], {}, "f32[4]"),
+    ("ragged-all-to-all", ["f32[8]", "f32[16]"] + ["s32[2]"] * 4, {}, "f32[16]"),
+])
+def test_transfer_and_collective_results(opcode, operands, attrs, expected):
+    shape = infer_shape(opcode, [_shape(s) for s in operands], attrs)
+    assert shape.to_text(False) == expected
+
+
+@pytest.mark.parametrize("opcode, operands, message", [
+    ("send", ["f32[4]", "f32[4]"], r"send operand 1 must be a token, got f32\[4\]"),
+    ("copy-done", ["f32[4]"], r"copy-done needs the tuple its start produced, got f32\[4\]"),
+    ("copy-done", ["(f32[4], f32[5], u32[])"], "source f32\\[5\\] and destination f32\\[4\\]"),
+    ("all-to-all", ["f32[4]", "f32[5]"], "all-to-all operands f32\\[4\\], f32\\[5\\] differ"),
+])
+def test_transfer_and_collective_errors(opcode, operands, message):
+    with pytest.raises(HloError, match=message):
+        infer_shape(opcode, [_shape(s) for s in operands], {})

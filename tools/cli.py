@@ -1,15 +1,27 @@
-"""What every command-line tool shares: reading input, atomic output, and turning bad input
-into one `file:line:col: message` line with exit code 2 instead of a traceback."""
+"""What every command-line tool shares: reading and verifying input, atomic output, and
+turning every failure into one line on stderr instead of a traceback: bad input is
+`file:line:col: message` with exit code 2; an unexpected exception (a bug, or bad input
+that was not verified) is `file: internal error (...)` with exit code 3, and with the
+environment variable HLO_OPT_TRACEBACK=1 its traceback instead."""
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import sys
 import tempfile
 
+from .. import parse
 from ..errors import HloError
+from ..ir import Module
 
 EXIT_ERROR = 2
+EXIT_INTERNAL = 3
+TRACEBACK_ENV = "HLO_OPT_TRACEBACK"
+
+
+class InternalError(HloError):
+    """An unexpected exception, reported as one line (exit code 3)."""
 
 
 def read_text(path: str) -> str:
@@ -45,15 +57,60 @@ def write_text(path: str | None, text: str) -> None:
         raise
 
 
-def main_guard(fn):
-    """Run a tool's main: HloError -> stderr line + exit 2; Ctrl-C -> exit 130."""
+def load_module(path: str, verify: bool = True) -> tuple[Module, str]:
+    """(module, its text) from `path`, parsed and unless told not to verified; errors name
+    the file."""
+    filename = input_name(path)
+    text = read_text(path)
+    module = parse(text, filename)
+    if verify:
+        from ..verifier import verify as verify_module
+        with about(filename):
+            verify_module(module)
+    return module, text
+
+
+def input_name(path: str) -> str:
+    return "<stdin>" if path == "-" else path
+
+
+@contextlib.contextmanager
+def about(filename: str | None, verified: bool = True):
+    """Errors raised inside concern `filename`: HloErrors without a file get it; running out
+    of memory and unexpected exceptions become one-line errors on it (which, when the input
+    was not `verified`, suggest verifying it)."""
+    try:
+        yield
+    except HloError as e:
+        e.filename = e.filename or filename
+        raise
+    except MemoryError as e:
+        raise HloError(f"out of memory ({e or 'allocation failed'})", filename) from None
+    except (KeyboardInterrupt, BrokenPipeError):
+        raise
+    except Exception as e:
+        if os.environ.get(TRACEBACK_ENV):
+            raise
+        hint = "" if verified else "; the input was not verified: run without --no-verify"
+        raise InternalError(f"internal error ({type(e).__name__}: {e}){hint}; set "
+                            f"{TRACEBACK_ENV}=1 for the traceback", filename) from e
+
+
+def main_guard(prog: str):
+    """Decorator running a tool's main: HloError -> stderr line (`prog: message` when it
+    names no file) + exit 2 (3 for internal errors); Ctrl-C -> exit 130."""
+    return functools.partial(_guarded, prog=prog)
+
+
+def _guarded(fn, prog: str):
     @functools.wraps(fn)
     def wrapper(argv=None):
         try:
-            return fn(argv)
+            with about(prog):
+                return fn(argv)
         except HloError as e:
             print(str(e), file=sys.stderr)
-            return EXIT_ERROR
+            return EXIT_INTERNAL if isinstance(e, InternalError) else EXIT_ERROR
         except KeyboardInterrupt:
             print("interrupted", file=sys.stderr)
             return 130

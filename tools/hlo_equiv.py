@@ -7,23 +7,25 @@ NaN, denormals, integer extremes), run through the interpreter and, where jax is
 through XLA; the outputs must agree (NaN matches NaN; floats within a per-type tolerance).
 
 Exit 0: equivalent (the first line says proved or tested); 1: not equivalent (a counterexample
-input and the differing output are printed); 2: error (unreadable input, different
-parameter shapes, nothing can run the modules).
+input and the differing output are printed); 2: error (unreadable or ill-typed input,
+different parameter shapes, nothing can run the modules); 3: internal error.
 """
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 
 import numpy as np
 
-from .. import UnsupportedError, evaluate, parse, xla_oracle
+from .. import UnsupportedError, evaluate, xla_oracle
 from ..egraph.pipeline import prove_equivalent
 from ..dtypes import from_numpy
 from ..errors import HloError
 from ..ir import Module
 from ..shape import Shape
-from .cli import main_guard, read_text
+from ..memory import check_fits_in_memory
+from .cli import about, load_module, main_guard
 
 # Relative tolerance per element type for a "tested" equality (ulp-level differences from
 # reassociation and XLA's own math routines are not counterexamples).
@@ -45,11 +47,11 @@ def build_arg_parser() -> argparse.ArgumentParser:
     return p
 
 
-@main_guard
+@main_guard("hlo-equiv")
 def main(argv=None) -> int:
     args = build_arg_parser().parse_args(argv)
-    a = parse(read_text(args.a), args.a)
-    b = parse(read_text(args.b), args.b)
+    a, _ = load_module(args.a)
+    b, _ = load_module(args.b)
     _check_signatures(a, b, args.b)
     proved, report = prove_equivalent(a, b, args.rules or ["default"], args.fp_mode,
                                       args.time_limit)
@@ -57,6 +59,9 @@ def main(argv=None) -> int:
         print(f"equivalent: proved (roots in one e-class after {report.iterations} "
               f"iterations, {report.enodes} e-nodes)")
         return 0
+    for path, module in ((args.a, a), (args.b, b)):
+        with about(path):
+            check_fits_in_memory(module)        # before test inputs are drawn
     runners = _runners(a, b)
     rng = np.random.default_rng(args.seed)
     shapes = [p.shape for p in a.entry.parameters]
@@ -94,18 +99,21 @@ def _runners(a: Module, b: Module) -> list:
     out = []
     probe = [np.zeros(p.shape.dims, p.shape.dtype.numpy) for p in a.entry.parameters]
     try:
-        evaluate(a, probe)
-        evaluate(b, probe)
-        out.append(("interpreter", evaluate))
+        evaluate(a, probe, verify=False)
+        evaluate(b, probe, verify=False)
+        out.append(("interpreter", functools.partial(evaluate, verify=False)))
     except UnsupportedError:
         pass
     if xla_oracle.available():
         compiled = {}
 
         def run_xla(module: Module, inputs):
-            if id(module) not in compiled:
-                compiled[id(module)] = xla_oracle.compile(module.to_text())
-            return compiled[id(module)].run(inputs)
+            try:
+                if id(module) not in compiled:
+                    compiled[id(module)] = xla_oracle.compile(module.to_text())
+                return compiled[id(module)].run(inputs)
+            except xla_oracle.XlaError as e:
+                raise HloError(f"XLA rejected the module: {e.message}") from None
         out.append(("XLA", run_xla))
     if not out:
         raise HloError("neither the interpreter nor XLA can run these modules")

@@ -6,10 +6,10 @@ import argparse
 import sys
 import warnings
 
-from .. import optimize, parse
+from .. import optimize
 from ..errors import HloError
 from ..targets import TARGETS
-from .cli import main_guard, read_text, write_text
+from .cli import about, input_name, load_module, main_guard, write_text
 
 
 def build_arg_parser() -> argparse.ArgumentParser:
@@ -37,7 +37,8 @@ def build_arg_parser() -> argparse.ArgumentParser:
                    help="drop metadata={...} attributes from the output")
     p.add_argument("--no-verify", action="store_true",
                    help="skip checking every input instruction's shape against shape "
-                        "inference (done by default: the rules trust the declared types)")
+                        "inference (done by default: the rules trust the declared types; "
+                        "an ill-typed input may then fail with an internal error)")
     p.add_argument("--emit", default="hlo", choices=EMIT,
                    help="what to print: the optimized HLO text (default), or the LLVM IR "
                         "(after -O3) or assembly of its kernels and driver, compiled for "
@@ -60,29 +61,21 @@ def emit_code(module, emit: str) -> str:
     return text
 
 
-@main_guard
+@main_guard("hlo-opt")
 def main(argv=None) -> int:
     args = build_arg_parser().parse_args(argv)
     if args.time_limit <= 0 or args.node_limit <= 0:
         raise HloError("--time-limit and --node-limit must be positive")
-    filename = "<stdin>" if args.input == "-" else args.input
-    module = parse(read_text(args.input), filename)
-    if not args.no_verify:
-        from ..verifier import verify
-        try:
-            verify(module)
-        except HloError as e:           # the verifier knows positions, not the file
-            e.filename = e.filename or filename
-            raise
-    out, report = optimize(module, args.rules or ["default"], args.fp_mode, args.target,
-                           args.time_limit, args.node_limit, stats=True,
-                           fusion=not args.no_fusion)
+    module, _ = load_module(args.input, verify=not args.no_verify)
+    with about(input_name(args.input), verified=not args.no_verify):
+        out, report = optimize(module, args.rules or ["default"], args.fp_mode, args.target,
+                               args.time_limit, args.node_limit, stats=True,
+                               fusion=not args.no_fusion, verify=False)
+        text = out.to_text(metadata=not args.no_metadata) if args.emit == "hlo" else \
+            emit_code(out, args.emit)
     if args.stats:
         print(report.summary(), file=sys.stderr)
-    if args.emit == "hlo":
-        write_text(args.output, out.to_text(metadata=not args.no_metadata))
-    else:
-        write_text(args.output, emit_code(out, args.emit))
+    write_text(args.output, text)
     return 0
 
 

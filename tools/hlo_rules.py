@@ -34,7 +34,7 @@ def build_arg_parser() -> argparse.ArgumentParser:
     return p
 
 
-@main_guard
+@main_guard("hlo-rules")
 def main(argv=None) -> int:
     args = build_arg_parser().parse_args(argv)
     from ..egraph.rules import compile_rules, load_rule_set, mode_allows

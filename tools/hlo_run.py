@@ -22,9 +22,10 @@ import warnings
 
 import numpy as np
 
-from .. import evaluate, parse
+from .. import evaluate
 from ..errors import HloError
-from .cli import main_guard, read_text
+from ..memory import check_fits_in_memory
+from .cli import about, input_name, load_module, main_guard
 
 TARGETS = ("cpu", "interp", "xla")
 
@@ -80,17 +81,17 @@ def load_inputs(path: str, module) -> list:
 
 
 def runner(module, text: str, target: str, ftz: bool = False):
-    """A function args -> list of outputs for the target."""
+    """A function args -> list of outputs for the target (the module is verified)."""
     if target == "cpu":
         from ..lowering import compile as compile_cpu
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            exe = compile_cpu(module, flush_denormals=ftz)
+            exe = compile_cpu(module, flush_denormals=ftz, verify=False)
         for w in caught:
             print(f"hlo-run: {w.message}", file=sys.stderr)
         return exe.run
     if target == "interp":
-        return lambda args: evaluate(module, args)
+        return lambda args: evaluate(module, args, verify=False)
     from .. import xla_oracle
     if not xla_oracle.available():
         raise HloError(xla_oracle.reason)
@@ -119,15 +120,16 @@ def save_outputs(path: str, outputs) -> None:
         raise
 
 
-@main_guard
+@main_guard("hlo-run")
 def main(argv=None) -> int:
     args = build_arg_parser().parse_args(argv)
-    filename = "<stdin>" if args.input == "-" else args.input
-    text = read_text(args.input)
-    module = parse(text, filename)
-    inputs = load_inputs(args.inputs, module) if args.inputs else random_inputs(module, args.seed)
-    run = runner(module, text, args.target, args.ftz)
-    outputs = run(inputs)
+    module, text = load_module(args.input)
+    with about(input_name(args.input)):
+        check_fits_in_memory(module)            # before random inputs are drawn
+        inputs = load_inputs(args.inputs, module) if args.inputs else \
+            random_inputs(module, args.seed)
+        run = runner(module, text, args.target, args.ftz)
+        outputs = run(inputs)
     if args.out:
         save_outputs(args.out, outputs)
     for i, o in enumerate(outputs):
@@ -142,7 +144,8 @@ def main(argv=None) -> int:
         if args.target != "cpu":
             raise HloError("--profile needs --target=cpu")
         from ..lowering import compile as compile_cpu
-        rows = compile_cpu(module, flush_denormals=args.ftz).profile(inputs, args.profile)
+        rows = compile_cpu(module, flush_denormals=args.ftz, verify=False).profile(
+            inputs, args.profile)
         total = sum(t for _, t, _ in rows) or 1.0
         for label, t, calls in rows[:20]:
             print(f"{t * 1e6:10.1f} us {t / total * 100:5.1f}%  x{calls:<4d} {label}")

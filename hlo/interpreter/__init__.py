@@ -12,7 +12,9 @@ from typing import Sequence
 
 import numpy as np
 
+from .. import verifier
 from ..ir import Module
+from ..memory import allocating, check_fits_in_memory
 from . import (composite, contractions, control, data_movement, elementwise, indexing,
                reductions, sorting)
 from .evaluator import TOKEN, Evaluator, evaluate_module
@@ -26,11 +28,17 @@ DISPATCH = {
 SUPPORTED_OPCODES = (frozenset(DISPATCH) | {"parameter"}) - {"custom-call"}
 
 
-def evaluate(module: Module, args: Sequence) -> list[np.ndarray]:
+def evaluate(module: Module, args: Sequence, verify: bool = True) -> list[np.ndarray]:
     """Run the entry computation on `args` (in parameter order). Returns the result's
     arrays; a tuple result comes back flattened in order. Raises UnsupportedError for ops
-    without reference semantics (custom-call, ...), HloError for inconsistent modules."""
-    return evaluate_module(module, args, DISPATCH)
+    without reference semantics (custom-call, ...), HloError for inconsistent modules: the
+    module is verified first unless `verify` is False (for callers that already did), and
+    arrays larger than this machine's memory are refused before any is allocated."""
+    if verify:
+        verifier.verify(module)
+    check_fits_in_memory(module)
+    with allocating("evaluating the module"):
+        return evaluate_module(module, args, DISPATCH)
 
 
 __all__ = ["evaluate", "Evaluator", "DISPATCH", "SUPPORTED_OPCODES", "TOKEN"]

@@ -1,0 +1,143 @@
+"""The public entry points verify what they are given: optimize, compile (of a Module or of
+text) and evaluate reject an ill-typed module with an HloError naming the instruction and
+its position, instead of crashing natively, failing deep inside a stage or computing a wrong
+answer; `verify=False` skips the check for callers that already verified. Arrays larger
+than the machine's memory are an HloError before compile or evaluate allocates anything."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import hlo_opt
+from hlo_opt import HloError, memory, verifier
+
+# Ill-typed modules (the body after `HloModule r`), what went wrong without the verifier,
+# and what the verifier says. Each ROOT/instruction sits on line 2 of the text.
+REPRODUCERS = {
+    "r01_dot_batch_and_contracting_counts": (
+        "ENTRY e { a = f32[128,128] parameter(0)  b = f32[128,128] parameter(1)  "
+        "ROOT d = f32[128] dot(a, b), lhs_batch_dims={1,0}, lhs_contracting_dims={1,0}, "
+        "rhs_batch_dims={0}, rhs_contracting_dims={1} }",
+        r"d: dot lhs_contracting_dims \{1,0\} and rhs_contracting_dims \{1\} differ in length"),
+    "r02_dot_declared_shape": (
+        "ENTRY e { a = f32[8,128] parameter(0)  b = f32[128,128] parameter(1)  "
+        "ROOT d = f32[7,128] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0} }",
+        r"d: dot result should be f32\[8,128\], declared f32\[7,128\]"),
+    "r04_dynamic_update_slice_rank": (
+        "ENTRY e { p0 = f32[3,3] parameter(0)  p1 = f32[1,12,512] parameter(1)  "
+        "i = u32[] parameter(2)  "
+        "ROOT d = f32[1800,12,512] dynamic-update-slice(p0, p1, i, i, i) }",
+        r"d: update f32\[1,12,512\] has rank 3, operand f32\[3,3\] has rank 2"),
+    "r14_reshape_element_count": (
+        "ENTRY e { p = s32[2,4,2] parameter(0)  ROOT r = s32[3,3] reshape(p) }",
+        r"r: reshape from s32\[2,4,2\] \(16 elements\) to s32\[3,3\] \(9 elements\)"),
+    "r06_parameter_numbers": (
+        "ENTRY e { p = f32[4] parameter(1)  ROOT n = f32[4] negate(p) }",
+        r"p: parameter\(1\) in computation e, which has 1 parameter: the numbers must be 0..0"),
+    "r08_dot_dimension_out_of_range": (
+        "ENTRY e { a = f32[4,4] parameter(0)  b = f32[4,4] parameter(1)  "
+        "ROOT d = f32[4,4] dot(a, b), lhs_contracting_dims={5}, rhs_contracting_dims={0} }",
+        r"d: lhs_contracting_dims entry 5 is out of range for rank 2"),
+    "r16_dynamic_slice_sizes": (
+        "ENTRY e { c = s32[4] constant({0,16,32,48})  i = u32[] parameter(0)  "
+        "ROOT d = s32[1] dynamic-slice(c, i), dynamic_slice_sizes={5} }",
+        r"d: dynamic_slice_sizes \{5\} do not fit operand s32\[4\]"),
+    "r10_binary_operand_types": (
+        "ENTRY e { a = f64[8] parameter(0)  b = f32[8] parameter(1)  "
+        "ROOT p = f32[8] power(a, b) }",
+        r"p: operand types f64\[8\] and f32\[8\] differ"),
+}
+
+
+def _arguments(module: hlo_opt.Module) -> list[np.ndarray]:
+    return [np.zeros(p.shape.dims, p.shape.dtype.numpy) for p in module.entry.parameters]
+
+
+# Each entry point applied to HLO text (parsed first, except by compile_text).
+ENTRIES = {
+    "optimize": lambda text, **kw: hlo_opt.optimize(hlo_opt.parse(text), rules="none", **kw),
+    "compile": lambda text, **kw: hlo_opt.compile(hlo_opt.parse(text), **kw)(
+        *_arguments(hlo_opt.parse(text))),
+    "compile_text": lambda text, **kw: hlo_opt.compile(text, **kw)(
+        *_arguments(hlo_opt.parse(text))),
+    "evaluate": lambda text, **kw: hlo_opt.evaluate(hlo_opt.parse(text),
+                                                    _arguments(hlo_opt.parse(text)), **kw),
+}
+
+
+@pytest.mark.parametrize("entry", ENTRIES)
+@pytest.mark.parametrize("name", REPRODUCERS)
+def test_ill_typed_modules_are_rejected_at_every_entry(name, entry):
+    body, message = REPRODUCERS[name]
+    with pytest.raises(HloError) as info:
+        ENTRIES[entry](f"HloModule r\n{body}\n")
+    e = info.value
+    assert re.search(message, e.message), e.message
+    assert e.line == 2 and e.column > 1, str(e)
+
+
+WELL_TYPED = """HloModule m
+ENTRY e {
+  a = f32[2,3] parameter(0)
+  b = f32[3,2] parameter(1)
+  d = f32[2,2] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT n = f32[2,2] negate(d)
+}
+"""
+
+
+@pytest.mark.parametrize("entry", ENTRIES)
+def test_verify_false_skips_the_verifier(entry, monkeypatch):
+    calls = []
+    real = verifier.verify
+    monkeypatch.setattr(verifier, "verify", lambda m: calls.append(m) or real(m))
+    ENTRIES[entry](WELL_TYPED)
+    assert [m.entry.root.name for m in calls] == ["n"]
+    calls.clear()
+    ENTRIES[entry](WELL_TYPED, verify=False)
+    assert calls == []
+
+
+def test_results_do_not_depend_on_verification():
+    module = hlo_opt.parse(WELL_TYPED)
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    b = np.arange(6, dtype=np.float32).reshape(3, 2)
+    expected = -(a @ b)
+    for verify in (True, False):
+        np.testing.assert_array_equal(hlo_opt.evaluate(module, [a, b], verify=verify)[0],
+                                      expected)
+        np.testing.assert_array_equal(hlo_opt.compile(module, verify=verify)(a, b)[0],
+                                      expected)
+
+
+# XLA infers all-gather's shard count from the declared result (the replica count is not in
+# the module), so this is well typed: 99999999999 participants. It cannot be allocated.
+BIG_ALL_GATHER = """HloModule r
+ENTRY e {
+  a = f32[1,4] parameter(0)
+  ROOT g = f32[99999999999,4] all-gather(a), dimensions={0}
+}
+"""
+
+
+@pytest.mark.parametrize("entry", ["compile", "compile_text", "evaluate"])
+def test_arrays_larger_than_memory_are_refused_before_allocation(entry, monkeypatch):
+    monkeypatch.setattr(memory, "physical_memory", lambda: 64 << 30)
+    with pytest.raises(HloError, match=r"g: f32\[99999999999,4\] needs 1\.5 TiB, more than "
+                                       r"this machine's memory \(64\.0 GiB\)") as info:
+        ENTRIES[entry](BIG_ALL_GATHER)
+    assert (info.value.line, info.value.column) == (4, 8)
+
+
+def test_optimizing_a_big_but_representable_module_is_fine():
+    out = hlo_opt.optimize(hlo_opt.parse(BIG_ALL_GATHER), rules="none")
+    assert out.entry.root.shape.dims == (99999999999, 4)
+
+
+@pytest.mark.parametrize("entry", ENTRIES)
+def test_sizes_beyond_int64_bytes_are_rejected_by_the_verifier(entry):
+    text = BIG_ALL_GATHER.replace("99999999999", "9999999999999999999")
+    with pytest.raises(HloError, match=r"more than an array can hold \(2\^63 - 1 bytes\)"):
+        ENTRIES[entry](text)
