@@ -11,7 +11,9 @@ index arithmetic), emit_elementwise / convert / mathlib / float8 (scalar ops and
 ltypes), emit_loops (indices, loop nests), emit_reduce / emit_dot / emit_conv / emit_gather /
 emit_sort / emit_fft (ops with loop structures of their own), emit_kernel (one LLVM function
 per kernel), program / buffers / driver (the host program, buffer assignment, its native
-driver), jit / compile_worker (LLVM, the cache, parallel compilation), runtime (Executable),
+driver), jit / compile_worker (LLVM, the cache, parallel compilation), libcalls / objfile
+(what compiled code may call: our soft-float helpers, the runtime's symbols, the check
+before loading), runtime (Executable),
 fallback (what the interpreter runs instead). docs/lowering.md tells the whole story.
 """
 from __future__ import annotations

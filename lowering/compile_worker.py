@@ -18,6 +18,8 @@ import subprocess
 import sys
 import threading
 
+from .jit import WorkerCrashed
+
 _ERROR = (1 << 64) - 1
 
 
@@ -78,8 +80,9 @@ class Workers:
                     results[k] = RuntimeError(_read_exact(proc.stdout, n).decode())
                 else:
                     results[k] = _read_exact(proc.stdout, length)
-            except (OSError, EOFError) as e:
-                results[k] = RuntimeError(f"compile worker died: {e}")
+            except (OSError, EOFError):
+                results[k] = WorkerCrashed("a compile worker exited while compiling kernels "
+                                           "(LLVM's message, if any, is on stderr)")
                 return
 
     def map(self, chunks: list[list[str]], level: int) -> list[bytes]:

@@ -2,15 +2,17 @@
 
 convert follows the interpreter's (and XLA:CPU's) rules: float->int truncates, saturates and
 maps NaN to 0 (llvm.fpto[su]i.sat); int->narrow float goes through f64 and f32 as XLA rounds;
-f64->bf16 rounds through f32 (as ml_dtypes does) but f64->f16 rounds once; anything->pred
-is `!= 0`; complex->real keeps the real part.
+f64->bf16 rounds through f32 (as ml_dtypes does) but f64->f16 rounds once, in integer
+arithmetic (libcalls.narrow_bits: only AVX512-FP16 has an instruction for it, and this
+vectorizes); anything->pred is `!= 0`; complex->real keeps the real part.
 """
 from __future__ import annotations
 
 from llvmlite import ir
 
+from . import libcalls
 from .intrinsics import call
-from .ltypes import F16, F32, F64, I8, ElemType, component, elem, from_storage, \
+from .ltypes import F16, F32, F64, I8, I64, ElemType, component, elem, from_storage, \
     round_to, supported, to_storage
 
 
@@ -68,7 +70,8 @@ def _float_to_float(b, x, dst: ElemType):
     if dst.name == "f64":
         return b.fpext(x, F64) if x.type == F32 else x
     if dst.name == "f16" and x.type == F64:           # one rounding, as numpy does
-        return b.fpext(b.fptrunc(x, F16), F32)
+        bits = libcalls.narrow_bits(b, b.bitcast(x, I64), libcalls.F64, libcalls.F16)
+        return b.fpext(b.bitcast(bits, F16), F32)
     if x.type == F64:
         x = b.fptrunc(x, F32)
     return round_to(b, x, dst)

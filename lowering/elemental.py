@@ -23,7 +23,7 @@ from ..shape import default_layout
 from . import emit_elementwise, ltypes
 from .convert import bitcast_convert, convert
 from .emit_loops import Index, add, clamp, const, delinearize, linearize, mul, reshape_index, sub
-from .ltypes import I64, elem
+from .ltypes import I64, elem, select
 
 
 class Source:
@@ -233,13 +233,7 @@ def _pad(gen: Elemental, inst, index: Index):
         coords.append(b.select(ok, const(pos), I64(0)))
     x = gen.value(op, Index(op.shape.dims, values=coords))
     fill = gen.value(inst.operands[1], Index.scalar())
-    return _select(b, inside, x, fill)
-
-
-def _select(b, cond, x, y):
-    if isinstance(x, tuple):
-        return tuple(b.select(cond, xi, yi) for xi, yi in zip(x, y))
-    return b.select(cond, x, y)
+    return select(b, inside, x, fill)
 
 
 def _concatenate(gen: Elemental, inst, index: Index):
@@ -256,7 +250,7 @@ def _concatenate(gen: Elemental, inst, index: Index):
         coords = list(outs)
         coords[d] = b.select(ok, const(rel), I64(0))
         x = gen.value(op, Index(op.shape.dims, values=coords))
-        result = x if result is None else _select(b, ok, x, result)
+        result = x if result is None else select(b, ok, x, result)
         offset += n
     return result
 
@@ -303,7 +297,7 @@ def _dynamic_update_slice(gen: Elemental, inst, index: Index):
         coords.append(b.select(ok, const(rel), I64(0)))
     new = gen.value(update, Index(update.shape.dims, values=coords))
     old = gen.value(op, index)
-    return _select(b, inside, new, old)
+    return select(b, inside, new, old)
 
 
 GENERATORS: dict[str, Generator] = {

@@ -17,7 +17,7 @@ from ..attributes import Window
 from .elemental import Elemental
 from .emit_dot import Gemm, register_gemm
 from .emit_loops import Index, delinearize, linearize
-from .ltypes import I1, I64, elem, zero
+from .ltypes import I1, I64, elem, select, zero
 
 
 def conv_gemm(inst) -> Gemm:
@@ -63,7 +63,7 @@ def conv_gemm(inst) -> Gemm:
             ok = b.and_(ok, good)
             coords[labels.lhs_spatial[d]] = b.select(good, pos, I64(0))
         x = gen.value(lhs, Index(ld, values=coords))
-        return b.select(ok, x, zero(a_type))
+        return select(b, ok, x, zero(a_type))
 
     def b_value(gen: Elemental, g, k, n):
         b = gen.b

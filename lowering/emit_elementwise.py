@@ -16,7 +16,7 @@ from llvmlite import ir
 from . import mathlib, vecmath
 from .convert import CONVERSIONS, convert_lowerable
 from .intrinsics import call, libm
-from .ltypes import F32, F64, I1, ElemType, component, elem, round_to, supported
+from .ltypes import F32, F64, I1, ElemType, component, elem, round_to, select, supported
 
 Emitter = Callable[..., object]
 REAL, INT, PRED, CPLX = frozenset({"float"}), frozenset({"int", "uint"}), frozenset({"pred"}), \
@@ -340,10 +340,7 @@ def emit(b: ir.IRBuilder, inst, args: list, rounded: bool = True):
     if op in CONVERSIONS:
         return CONVERSIONS[op](b, args[0], elem(inst.operands[0].shape.element_type), out, inst)
     if op == "select":
-        p, x, y = args
-        if isinstance(x, tuple):
-            return tuple(b.select(p, xi, yi) for xi, yi in zip(x, y))
-        return b.select(p, x, y)
+        return select(b, *args)
     t = elem(inst.operands[-1].shape.element_type)
     if op == "clamp":
         lo, x, hi = args

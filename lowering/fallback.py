@@ -13,6 +13,9 @@ import warnings
 
 import numpy as np
 
+from ..errors import UnsupportedError
+from ..interpreter import DISPATCH, Evaluator
+from ..interpreter.control import CUSTOM_CALLS
 from ..ir import Instruction
 from . import emit_elementwise, emit_fft, kernels
 from .ltypes import elem, supported
@@ -30,7 +33,23 @@ _SCALAR_OK = {"parameter", "constant", "tuple", "get-tuple-element", "broadcast"
 
 
 def why_not(inst: Instruction) -> str | None:
-    """None if `inst` can be emitted as (part of) a kernel, else the reason it cannot."""
+    """None if `inst` can be emitted as (part of) a kernel, else the reason it cannot (and
+    the interpreter runs it). An instruction neither can run is refused here, at compile
+    time: an UnsupportedError at its line and column."""
+    reason = _why_not(inst)
+    if reason and not _interpretable(inst):
+        raise UnsupportedError(f"{inst.opcode} ({inst.name}) cannot run: {reason}, and the "
+                               f"interpreter has no rule for it", line=inst.line, column=inst.column)
+    return reason
+
+
+def _interpretable(inst: Instruction) -> bool:
+    if inst.opcode == "custom-call":
+        return inst.attrs.get("custom_call_target") in CUSTOM_CALLS
+    return inst.opcode in DISPATCH
+
+
+def _why_not(inst: Instruction) -> str | None:
     op = inst.opcode
     if op in kernels.HOST:
         return None
@@ -147,7 +166,6 @@ class FallbackStep:
         self.out_shapes = inst.shape.leaves() if inst.shape.is_tuple else [inst.shape]
 
     def run(self, pointers: list[int]) -> None:
-        from ..interpreter import DISPATCH, Evaluator
         n_out = len(self.out_shapes)
         leaves = [_view(p, s) for p, s in zip(pointers[n_out:], self.in_shapes)]
         args = [_rebuild(shape, leaves) for shape in self.arg_shapes]

@@ -1,10 +1,17 @@
-"""The LLVM JIT: host target machine, -O3 pipeline, one MCJIT engine, a cache of compiled
+"""The LLVM JIT: target machine, -O3 pipeline, one MCJIT engine, a cache of compiled
 kernels keyed by a hash of their IR.
 
 Every kernel is its own LLVM module, so identical kernels (the same fused computation on the
-same shapes, in one HLO module or across modules) compile once per process. Code targets the
-host CPU's triple and features, so the vectorizer uses the widest vectors available
-(`targets/cpu_facts.py` says which width we prefer).
+same shapes, in one HLO module or across modules) compile once per process. Code targets
+the host CPU's triple and features, or the CPU model `targets/cpu_facts.target_cpu` names
+(HLO_OPT_CPU), so the vectorizer uses the widest vectors available (`cpu_facts` says which
+width we prefer).
+
+Before an object file joins the engine, its undefined symbols are checked (objfile.py):
+each must be defined by code already in the engine (kernels, library code, the soft-float
+helpers of libcalls.py, loaded first) or be one the runtime provides (libcalls.provided)
+and found in the process. MCJIT aborts the process on a symbol it cannot resolve; this
+makes it an UnsupportedError instead.
 """
 from __future__ import annotations
 
@@ -19,7 +26,9 @@ import time
 import llvmlite.binding as llvm
 from llvmlite import ir
 
+from ..errors import UnsupportedError
 from ..targets import cpu_facts
+from . import libcalls, objfile
 
 # Compile-time budget: the vectorizer's epilogue loops and full unrolling of loops beyond a
 # small body roughly halve the kernels' compile time when turned down; the main vector loop
@@ -33,7 +42,8 @@ stats = {"compiled": 0, "cache_hits": 0, "seconds": 0.0}
 
 
 def _init():
-    """Initialize LLVM once: native target, libm/libc/libgomp symbols for the JIT."""
+    """Initialize LLVM once: native target, libm/libc/libgomp symbols for the JIT, the
+    target machine (all a compile worker needs)."""
     if _state:
         return _state
     llvm.initialize_native_target()
@@ -48,12 +58,38 @@ def _init():
     if gomp:
         llvm.load_library_permanently(gomp)
     target = llvm.Target.from_triple(llvm.get_process_triple())
-    tm = target.create_target_machine(cpu=llvm.get_host_cpu_name(),
-                                      features=llvm.get_host_cpu_features().flatten(),
-                                      opt=3, codemodel="jitdefault", jit=True)
-    engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), tm)
-    _state.update(tm=tm, engine=engine, modules=[], openmp=bool(gomp))
+    cpu, features = cpu_facts.target_cpu()
+    tm = target.create_target_machine(cpu=cpu, features=features, opt=3,
+                                      codemodel="jitdefault", jit=True)
+    _state.update(tm=tm, openmp=bool(gomp))
     return _state
+
+
+def _engine():
+    """The MCJIT engine, made on first use with the soft-float helpers loaded in it."""
+    state = _init()
+    if "engine" not in state:
+        state.update(engine=llvm.create_mcjit_compiler(llvm.parse_assembly(""), state["tm"]),
+                     defined=set())
+        helpers = libcalls.soft_float_module(llvm.get_process_triple(),
+                                             str(state["tm"].target_data))
+        _load([_object_code([helpers], 3)])
+    return state["engine"]
+
+
+def _load(objects: list[bytes]) -> None:
+    """Add object files to the engine once every symbol they need resolves (see above)."""
+    state = _state
+    tables = [objfile.symbols(o) for o in objects]      # None: not ELF, loaded unchecked
+    defined = state["defined"].union(*(t.defined for t in tables if t))
+    missing = sorted({name for t in tables if t for name in t.undefined - defined
+                      if not libcalls.resolvable(name)})
+    if missing:
+        raise UnsupportedError(f"compiled code needs {', '.join(missing)}, which the "
+                               f"runtime does not provide (lowering/libcalls.py)")
+    for obj in objects:
+        state["engine"].add_object_file(llvm.ObjectFileRef.from_data(obj))
+    state["defined"] = defined
 
 
 def target_machine():
@@ -126,7 +162,7 @@ def compile_batch(items: list[tuple[str, list[str]]], level: int = 3) -> list[di
     worker processes when there are several chunks: kernels are independent), then loaded
     into the engine here."""
     with _lock:
-        state = _init()
+        engine = _engine()
         keys = [ir_hash(f"{level}\n{text}") for text, _ in items]
         todo = {}
         for key, (text, _) in zip(keys, items):
@@ -142,19 +178,25 @@ def compile_batch(items: list[tuple[str, list[str]]], level: int = 3) -> list[di
         if pool is not None:
             try:
                 objects = pool.map(chunks, level)
+            except WorkerCrashed as e:
+                raise UnsupportedError(str(e)) from None
             except RuntimeError:                # workers unusable here: compile in process
                 _disable_pool()
         if objects is None:
             objects = [_object_code(c, level) for c in chunks]
-        for obj in objects:
-            state["engine"].add_object_file(llvm.ObjectFileRef.from_data(obj))
-        state["engine"].finalize_object()
+        _load(objects)
+        engine.finalize_object()
         for key, (text, names) in zip(keys, items):
             if key in todo and key not in _cache:
-                _cache[key] = {n: state["engine"].get_function_address(n) for n in names}
+                _cache[key] = {n: engine.get_function_address(n) for n in names}
         stats["compiled"] += len(todo)
         stats["seconds"] += time.perf_counter() - start
         return [_cache[key] for key in keys]
+
+
+class WorkerCrashed(RuntimeError):
+    """A compile worker exited while compiling (LLVM aborts on some errors): compiling the
+    same code in this process would abort it too."""
 
 
 # Kernels linked into one LLVM module per compile: LLVM's fixed cost per module (pass
@@ -186,8 +228,8 @@ def _disable_pool() -> None:
 
 
 def _object_code(texts: list[str], level: int) -> bytes:
-    """IR texts -> one object file of optimized machine code for this host (also what the
-    compile workers run)."""
+    """IR texts -> one object file of optimized machine code for the target CPU (also what
+    the compile workers run)."""
     _init()
     mod = parse(texts[0])
     for text in texts[1:]:

@@ -162,6 +162,13 @@ def round_to(b: ir.IRBuilder, value, et: ElemType):
     return from_storage(b, to_storage(b, value, et), et)
 
 
+def select(b: ir.IRBuilder, cond, x, y):
+    """`cond ? x : y` on element values (complex ones part by part)."""
+    if isinstance(x, tuple):
+        return tuple(b.select(cond, xi, yi) for xi, yi in zip(x, y))
+    return b.select(cond, x, y)
+
+
 def zero(et: ElemType):
     if et.kind == "complex":
         return (et.compute(0.0), et.compute(0.0))

@@ -32,7 +32,7 @@ _ISAS = {512: ("e", 16), 256: ("d", 8), 128: ("b", 4)}
 
 @functools.lru_cache(maxsize=None)
 def available() -> bool:
-    """libmvec is loadable and the host has the instructions its variant needs."""
+    """libmvec is loadable and has the variant for the target CPU's vector width."""
     path = ctypes.util.find_library("mvec")
     if path is None or cpu_facts.vector_isa() not in _ISAS:
         return False
@@ -41,8 +41,7 @@ def available() -> bool:
         llvm.load_library_permanently(path)
     except RuntimeError:
         return False
-    isa, lanes = _ISAS[cpu_facts.vector_isa()]
-    if llvm.address_of_symbol(f"_ZGV{isa}N{lanes}v_sinf") is None:
+    if llvm.address_of_symbol(_variant("sin", 1, cpu_facts.vector_isa())) is None:
         return False
     _compile_wrappers()
     return True
@@ -58,11 +57,23 @@ def _compile_wrappers() -> None:
     jit.library(str(mod), [f"hlo_vm_{name}f" for name, _ in FUNCTIONS.values()])
 
 
+def _variant(name: str, arity: int, width: int) -> str:
+    """libmvec's name of the vector variant for `width`-bit vectors (vector ABI mangling)."""
+    isa, lanes = _ISAS[width]
+    return f"_ZGV{isa}N{lanes}{'v' * arity}_{name}f"
+
+
+def variant_names() -> frozenset[str]:
+    """Every vector variant compiled code may call, for any vector width."""
+    return frozenset(_variant(name, arity, width) for name, arity in FUNCTIONS.values()
+                     for width in _ISAS)
+
+
 def call(b: ir.IRBuilder, opcode: str, args: list):
     """The f32 function of `opcode` on scalar f32 `args`, vectorizable through libmvec."""
     name, arity = FUNCTIONS[opcode]
-    isa, lanes = _ISAS[cpu_facts.vector_isa()]
-    vector_name = f"_ZGV{isa}N{lanes}{'v' * arity}_{name}f"
+    lanes = _ISAS[cpu_facts.vector_isa()][1]
+    vector_name = _variant(name, arity, cpu_facts.vector_isa())
     module = b.module
     vt = ir.VectorType(F32, lanes)
     declare(module, vector_name, vt, [vt] * arity)

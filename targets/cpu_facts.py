@@ -28,11 +28,39 @@ GEMM_FLOPS_PER_WORK = 32
 
 
 @functools.lru_cache(maxsize=None)
-def vector_isa() -> int:
-    """Widest vectors the host runs (bits), capped at PREFERRED_VECTOR_BITS."""
+def target_cpu() -> tuple[str, str]:
+    """(LLVM CPU name, feature string) that code is generated for: the host's, unless
+    HLO_OPT_CPU names another model (`x86-64` for the baseline every x86-64 CPU runs,
+    `x86-64-v2`, `haswell`, `znver4`, ...), with HLO_OPT_CPU_FEATURES (`+avx2,-avx512f`)
+    adjusting it. Read once per process; compile workers inherit it through the
+    environment. Code for a CPU the host does not match may crash when run."""
     import llvmlite.binding as llvm
-    features = llvm.get_host_cpu_features()
-    width = 512 if features.get("avx512f") else 256 if features.get("avx2") else 128
+    llvm.initialize_native_target()
+    name = os.environ.get("HLO_OPT_CPU", "").strip()
+    features = os.environ.get("HLO_OPT_CPU_FEATURES", "").strip()
+    if not name:
+        name = llvm.get_host_cpu_name()
+        features = ",".join(f for f in (llvm.get_host_cpu_features().flatten(), features) if f)
+    return name, features
+
+
+@functools.lru_cache(maxsize=None)
+def vector_isa() -> int:
+    """Widest vectors the target CPU runs (bits), capped at PREFERRED_VECTOR_BITS. Probed:
+    the register class LLVM picks for a 512-bit vector add on that CPU."""
+    import llvmlite.binding as llvm
+    from llvmlite import ir
+    llvm.initialize_native_asmprinter()
+    name, features = target_cpu()
+    module = ir.Module("probe")
+    module.triple = llvm.get_process_triple()
+    vt = ir.VectorType(ir.FloatType(), 16)
+    fn = ir.Function(module, ir.FunctionType(vt, [vt, vt]), "probe")
+    b = ir.IRBuilder(fn.append_basic_block())
+    b.ret(b.fadd(*fn.args))
+    tm = llvm.Target.from_triple(module.triple).create_target_machine(cpu=name, features=features)
+    asm = tm.emit_assembly(llvm.parse_assembly(str(module)))
+    width = 512 if "%zmm" in asm else 256 if "%ymm" in asm else 128
     return min(width, PREFERRED_VECTOR_BITS)
 
 

@@ -2,6 +2,7 @@
 threads, arguments and the listing entry points (emit_llvm, emit_asm, hlo-run)."""
 from __future__ import annotations
 
+import re
 import threading
 import warnings
 
@@ -9,8 +10,9 @@ import numpy as np
 import pytest
 
 import hlo_opt
-from hlo_opt import HloError
+from hlo_opt import HloError, UnsupportedError
 from hlo_opt.lowering import FallbackWarning, emit_asm, emit_llvm, jit
+from hlo_opt.targets import cpu_facts
 from lowering_helpers import assert_matches, run_both
 
 ADD = "add { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT r = f32[] add(a, b) }"
@@ -172,13 +174,32 @@ def test_fallback_is_loud_and_correct():
 
 def test_fallback_errors_surface_as_exceptions():
     text = module("""
-        x = f32[4] parameter(0)
-        ROOT c = f32[4] custom-call(x), custom_call_target="no_such_target" """)
+        x = c64[4] parameter(0)
+        ROOT a = c64[4] atan2(x, x)""")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FallbackWarning)
         exe = hlo_opt.compile(text)
-    with pytest.raises(HloError, match="custom-call"):
-        exe(np.zeros(4, np.float32))
+    with pytest.raises(HloError, match="atan2 of complex"):
+        exe(np.zeros(4, np.complex64))
+
+
+@pytest.mark.parametrize("body,refused", [
+    ("""x = f32[4] parameter(0)
+        ROOT a = f32[8] all-gather(x), dimensions={0}, replica_groups={{0,1}}""",
+     "5:8: all-gather (a)"),
+    ("""x = f32[8] parameter(0)
+        i = s32[] parameter(1)
+        s = ((f32[8], s32[]), f32[2], u32[]) dynamic-slice-start(x, i), dynamic_slice_sizes={2}
+        ROOT d = f32[2] dynamic-slice-done(s)""", "7:8: dynamic-slice-done (d)"),
+    ("""x = f32[4] parameter(0)
+        ROOT c = f32[4] custom-call(x), custom_call_target="no_such_target" """,
+     "5:8: custom-call (c)"),
+])
+def test_ops_nothing_can_run_are_refused_at_compile_time(body, refused):
+    """No kernel emitter and no interpreter rule: an error naming the op and its line,
+    from compile, not a KeyError when the program runs."""
+    with pytest.raises(UnsupportedError, match=f"{re.escape(refused)} cannot run"):
+        hlo_opt.compile(module(body))
 
 
 def test_identical_kernels_compile_once():
@@ -235,7 +256,8 @@ def test_emit_llvm_and_asm_list_every_kernel():
     ll = emit_llvm(hlo_opt.parse(text))
     assert "define" in ll and "driver_" in ll and "fma" in ll
     asm = emit_asm(hlo_opt.parse(text))
-    assert "driver_" in asm and any(r in asm for r in ("%zmm", "%ymm"))
+    widest = {512: "%zmm", 256: "%ymm", 128: "%xmm"}[cpu_facts.vector_isa()]
+    assert "driver_" in asm and widest in asm         # the loop is vectorized
 
 
 def test_hlo_run_cli(tmp_path, capsys):

@@ -104,6 +104,8 @@ def test_large_dot_runs_on_threads():
     ("f32[4,6,6,3]", "f32[3,3,3,4]", "window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f, batch_group_count=2", "f32[2,6,6,4]"),
     ("f32[2,16,3]", "f32[5,3,4]", "window={size=5 pad=2_2 rhs_reversal=1}, dim_labels=b0f_0io->b0f", "f32[2,16,4]"),
     ("bf16[1,6,6,2]", "bf16[3,3,2,3]", "window={size=3x3}, dim_labels=b01f_01io->b01f", "bf16[1,4,4,3]"),
+    ("c64[1,5,5,2]", "c64[3,3,2,3]", "window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f", "c64[1,5,5,3]"),
+    ("c128[2,7,3]", "c128[3,3,2]", "window={size=3 pad=1_1 lhs_dilate=2}, dim_labels=b0f_0io->b0f", "c128[2,13,2]"),
 ])
 def test_convolution(x, w, attrs, out):
     check(module(f"""
