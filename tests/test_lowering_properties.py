@@ -23,6 +23,7 @@ FLOAT_UNARY = ["abs", "negate", "floor", "ceil", "round-nearest-even", "round-ne
                "sign", "sqrt"]
 FLOAT_BINARY = ["add", "subtract", "multiply", "divide", "maximum", "minimum"]
 INT_UNARY = ["abs", "negate", "not", "popcnt", "count-leading-zeros", "sign"]
+SIGNED_ONLY = {"abs", "sign"}          # XLA defines them on signed and float types only
 INT_BINARY = ["add", "subtract", "multiply", "divide", "remainder", "maximum", "minimum",
               "and", "or", "xor", "shift-left", "shift-right-logical", "shift-right-arithmetic"]
 SETTINGS = settings(max_examples=int(os.environ.get("HLO_OPT_HYPOTHESIS_EXAMPLES", 30)), deadline=None,
@@ -65,7 +66,8 @@ def programs(draw):
         x, v = pick(), fresh()
         d = draw(st.integers(0, rank - 1))
         if kind == "unary":
-            op = draw(st.sampled_from(FLOAT_UNARY if is_float else INT_UNARY))
+            op = draw(st.sampled_from(FLOAT_UNARY if is_float else
+                                      [u for u in INT_UNARY if t[0] != "u" or u not in SIGNED_ONLY]))
             lines.append(f"{v} = {full} {op}({x})")
         elif kind == "binary":
             op = draw(st.sampled_from(FLOAT_BINARY if is_float else INT_BINARY))

@@ -43,6 +43,8 @@ def _result_type(op: str, t: str) -> str | None:
     on that type)."""
     if op in ("is-finite", "compare"):
         return "pred"
+    if op in ("abs", "sign") and ELEM_TYPES[t].kind == "uint":
+        return None                       # XLA defines them on signed and float types only
     if op in ("real", "imag", "abs"):
         return {"c64": "f32", "c128": "f64"}.get(t, t)
     if op == "complex":
