@@ -20,10 +20,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable
 
-import ml_dtypes
 import numpy as np
 
-from ..dtypes import DTYPES
+from ..dtypes import DTYPES, float_info, int_info
 from ..shape import Shape, array
 from .constants import representable
 from .schema import DTYPE_CLASSES
@@ -226,9 +225,8 @@ def _values_preserved(src: str, dst: str) -> bool:
 
 
 def _int_range(d) -> tuple[int, int]:
-    if d.kind == "uint":
-        return 0, (1 << d.bits) - 1
-    return -(1 << (d.bits - 1)), (1 << (d.bits - 1)) - 1
+    info = int_info(d)
+    return int(info.min), int(info.max)
 
 
 @functools.lru_cache(maxsize=None)
@@ -237,7 +235,8 @@ def _exact_int_limit(dtype: str) -> int:
     this float type (-1 if not even 0 is); within it a value's canonical text is the decimal
     integer, so computed constants can be written as text."""
     npdt = DTYPES[dtype].numpy
-    limit = min(1 << ml_dtypes.finfo(npdt).nmant, int(float(ml_dtypes.finfo(npdt).max)))
+    info = float_info(npdt)
+    limit = min(1 << info.nmant, int(float(info.max)))
     if DTYPES[dtype].bits <= 16:
         ints = np.arange(-limit, limit + 1, dtype=np.float64)
     else:                           # IEEE f32/f64: check the ends and the small integers

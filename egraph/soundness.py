@@ -18,11 +18,10 @@ import zlib
 from collections import Counter
 from dataclasses import dataclass
 
-import ml_dtypes
 import numpy as np
 
 from .. import evaluate
-from ..dtypes import from_numpy
+from ..dtypes import float_info, from_numpy, int_info
 from ..errors import HloError, UnsupportedError
 from ..grammar.rules_parser import Rule, RuleFile, to_text
 from ..printer import format_literal
@@ -113,14 +112,13 @@ def edge_values(shape: Shape, mode: str) -> np.ndarray:
     if dt.kind == "pred":
         return np.array([False, True])
     if dt.kind in ("int", "uint"):
-        info = np.iinfo(dt.numpy)
-        values = [info.min, info.max, 0, 1, 2, info.max - 1]
-        if dt.kind == "int":
-            values += [-1, -2, info.min + 1]
-        return np.array(values, dtype=dt.numpy)
+        info = int_info(dt)
+        lo, hi = int(info.min), int(info.max)
+        values = {lo, hi, 0, 1, 2, -1, -2, lo + 1, hi - 1}
+        return np.array(sorted(v for v in values if lo <= v <= hi), dtype=dt.numpy)
     base = [0.0, 1.0, -1.0, 0.5, 2.0, -3.0]
     if mode != "fast":
-        fi = ml_dtypes.finfo(dt.numpy)
+        fi = float_info(dt)
         base += [np.nan, np.inf, -np.inf, -0.0, float(fi.max), -float(fi.max), float(fi.tiny),
                  float(fi.smallest_subnormal), -float(fi.smallest_subnormal)]
     return np.array(base).astype(dt.numpy)
@@ -131,10 +129,12 @@ def random_values(shape: Shape, mode: str, rng, n: int) -> np.ndarray:
     if dt.kind == "pred":
         return rng.random(n) < 0.5
     if dt.kind in ("int", "uint"):
-        info = np.iinfo(dt.numpy)
-        wide = rng.integers(info.min, info.max, size=n, dtype=dt.numpy, endpoint=True)
-        small = rng.integers(max(info.min, -8), 9, size=n).astype(dt.numpy)
-        return np.where(rng.random(n) < 0.5, small, wide)
+        info = int_info(dt)
+        carrier = np.uint64 if dt.kind == "uint" else np.int64
+        wide = rng.integers(info.min, info.max, size=n, dtype=carrier, endpoint=True)
+        small = rng.integers(max(info.min, -8), min(info.max, 8), size=n,
+                             endpoint=True).astype(carrier)
+        return np.where(rng.random(n) < 0.5, small, wide).astype(dt.numpy)
     if mode == "fast":
         values = rng.uniform(-4, 4, size=n)
     else:
