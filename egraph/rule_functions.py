@@ -318,8 +318,13 @@ def _dtype_class(fn_name: str, relation: str) -> Fn:
               doc=f"the element type of x is one of {', '.join(sorted(members))}")
 
 
+_DTYPE_CLASS_ROWS = [_dtype_class("is_" + rel[2:].lower(), rel) for rel in DTYPE_CLASSES]
+# Functions of a term that read its element type only: the rule checker solves guards made
+# of these before it draws instances (instance_plan.py).
+ELEMENT_TYPE_FUNCTIONS = frozenset({"dtype", *(row.name for row in _DTYPE_CLASS_ROWS)})
+
 _ROWS = [
-    *(_dtype_class("is_" + rel[2:].lower(), rel) for rel in DTYPE_CLASSES),
+    *_DTYPE_CLASS_ROWS,
     Fn("is_scalar", ("type",), "bool",
        egg=lambda ctx, a: ctx.atom(f"(= 0 (vec-length {a[0].dims}))"),
        py=lambda t: t.rank == 0, doc="x has rank 0"),
