@@ -96,17 +96,22 @@ def test_a_handful_of_instances_is_not_a_check():
     assert "passing instances (needs 33)" in v.detail
 
 
-@pytest.mark.parametrize("text", [
+@pytest.mark.parametrize("text,status", [
     # one f32 -> s32 -> f32 chain in ~80 random draws before instances were built to fit
-    "rule r [fast]: convert(convert(x, as=m)) => x when dtype(x) == f32 and dtype(m) == s32",
-    "rule r [strict]: negate(x) => x when rank(x) == 9",
-    "rule r [strict]: convert(convert(x, as=m)) => x when dtype(x) == s8 and dtype(m) == s4",
-    "rule r [strict]: add(x, x) => multiply(x, 2) when dtype(x) == f8e4m3fn and is_scalar(x)",
+    ("rule r [fast]: convert(convert(x, as=m)) => x when dtype(x) == f32 and dtype(m) == s32",
+     "unsound"),
+    ("rule r [strict]: negate(x) => x when rank(x) == 9", "unsound"),
+    ("rule r [strict]: convert(convert(x, as=m)) => x when dtype(x) == s8 and dtype(m) == s4",
+     "unsound"),
+    ("rule r [strict]: add(x, x) => multiply(x, 2) when dtype(x) == s4", "sound"),   # wraps alike
+    # one shape only (f8e4m3fn[]): checked many times, never new, so a check
+    ("rule r [strict]: add(x, x) => multiply(x, 2) when dtype(x) == f8e4m3fn and is_scalar(x)",
+     "sound"),
 ])
-def test_instances_are_built_to_satisfy_the_guards(text):
+def test_instances_are_built_to_satisfy_the_guards(text, status):
     v = verdict(text, trials=100)
-    assert v.status in ("unsound", "sound"), v.detail
-    if v.status == "sound":
+    assert v.status == status, v.detail
+    if status == "sound":
         assert v.instances == 100
     else:
         assert "parameter 0 = " in v.detail and "right gives" in v.detail
