@@ -5,9 +5,9 @@ The left side is built top-down with expectations (an operand of `add` takes its
 shape, most of the time); element types and fixed ranks come from the instance's pins
 (instance_plan.py: what the guards require); attribute values no rule names are drawn per
 opcode (samplers.py); anything invalid is filtered out by the verifier, by the rule's guards
-evaluated in Python, and by NoValue where the egglog rule would not match. The right side is typed by the very
-values the egglog rule computes (rule_ir.evaluate), so a right side that shape inference
-rejects is a finding, not a filter.
+evaluated in Python, and by NoValue where the egglog rule would not match. The right side is
+typed by the very values the egglog rule computes (rule_ir.evaluate), so a right side that
+shape inference rejects is a finding, not a filter.
 """
 from __future__ import annotations
 
