@@ -125,10 +125,17 @@ def compare_sides(inst: Instance, mode: str, rng) -> tuple[str, str]:
         except Exception as e:
             return "no verdict", f"interpreter error on the right side ({type(e).__name__}: {e})"
         for left, right in zip(lefts, rights):
-            where = first_mismatch(left, right, mode)
+            where = first_mismatch(left, right, mode, _magnitude(args))
             if where is not None:
                 return "differ", counterexample(inst, args, left, right, where)
     return "same", ""
+
+
+def _magnitude(args) -> float:
+    """The largest finite float or complex input (what fast mode's errors are relative to)."""
+    floats = [np.abs(a.astype(np.complex128)) for a in args
+              if from_numpy(a.dtype).kind in ("float", "complex")]
+    return max((float(np.max(f[np.isfinite(f)], initial=0.0)) for f in floats), default=0.0)
 
 
 @dataclass
@@ -222,14 +229,16 @@ def fill(shape: Shape, mode: str, rng) -> np.ndarray:
 
 # --- comparison ----------------------------------------------------------------------------
 
-def first_mismatch(a: np.ndarray, b: np.ndarray, mode: str):
-    """Index of the first element where `b` is not an acceptable stand-in for `a`, or None."""
+def first_mismatch(a: np.ndarray, b: np.ndarray, mode: str, magnitude: float = 1.0):
+    """Index of the first element where `b` is not an acceptable stand-in for `a`, or None.
+    In fast mode errors are relative to the largest of |a| and `magnitude` (the inputs'
+    largest: a reassociated sum that cancels loses precision relative to its terms)."""
     if a.shape != b.shape or a.dtype != b.dtype:
         return "shape"
     dtype = from_numpy(a.dtype)
     if dtype.kind == "complex":
         for part in (np.real, np.imag):
-            where = first_mismatch(part(a), part(b), mode)
+            where = first_mismatch(part(a), part(b), mode, magnitude)
             if where is not None:
                 return where
         return None
@@ -247,7 +256,7 @@ def first_mismatch(a: np.ndarray, b: np.ndarray, mode: str):
         else:
             finite = np.isfinite(x)
             rtol = FAST_RTOL.get(dtype.name) or FAST_EPSILONS * float(float_info(dtype).eps)
-            scale = max(1.0, float(np.max(np.abs(x[finite]), initial=0.0)))
+            scale = max(1.0, magnitude, float(np.max(np.abs(x[finite]), initial=0.0)))
             with np.errstate(invalid="ignore", over="ignore"):     # inf - inf where not finite
                 bad = finite & ~(np.abs(x - y) <= rtol * np.abs(x) + rtol * scale)
     hits = np.argwhere(bad)

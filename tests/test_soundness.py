@@ -190,6 +190,9 @@ def test_first_mismatch_per_mode():
     assert first_mismatch(a, b, "xla") is None
     assert first_mismatch(np.array([1.0, np.inf]), np.array([1.0 + 1e-12, 0.0]), "fast") is None
     assert first_mismatch(np.array([1.0]), np.array([1.1]), "fast") == (0,)
+    # a cancelling sum of large terms: errors count relative to the inputs' magnitude
+    assert first_mismatch(np.array([0.05]), np.array([0.0]), "fast") == (0,)
+    assert first_mismatch(np.array([0.05]), np.array([0.0]), "fast", magnitude=1e8) is None
     assert first_mismatch(np.array([3], np.int32), np.array([4], np.int32), "fast") == (0,)
 
 
