@@ -66,8 +66,8 @@ def check_rule_file(rule_file: RuleFile, fp_mode: str = "fast", trials: int = 10
 
 
 def check_rule(ir: RuleIR, trials: int = 100, seed: int = 0) -> Verdict:
-    """Sound after `trials` passing instances that cover enough (Coverage.shortfall),
-    unsound at the first counterexample, otherwise not checked."""
+    """Unsound at the first counterexample; sound when up to `trials` passing instances
+    cover enough (Coverage.shortfall); otherwise not checked."""
     rule = ir.rule
     rng = np.random.default_rng([seed, zlib.crc32(rule.name.encode())])
     plan = InstancePlan(ir)
@@ -98,7 +98,7 @@ def check_rule(ir: RuleIR, trials: int = 100, seed: int = 0) -> Verdict:
     summary = cover.summary(len(choices))
     why = cover.shortfall(trials)
     if why:
-        top = ", ".join(f"{why} ×{n}" for why, n in reasons.most_common(3))
+        top = ", ".join(f"{reason} ×{n}" for reason, n in reasons.most_common(3))
         return Verdict(rule, "unchecked", cover.checked,
                        f"{why} in {attempts} draws ({summary}){'; ' + top if top else ''}")
     return Verdict(rule, "sound", cover.checked, summary)
