@@ -16,8 +16,8 @@ INTS = ["s4", "u4", "s2", "u2", "u1"]
 FLOATS = ["f8e4m3fn", "f8e5m2", "f8e4m3", "f4e2m1fn", "bf16"]
 
 
-def arithmetic(t: str, c: int) -> hlo_opt.Module:
-    return hlo_opt.parse(f"""HloModule m
+def arithmetic(t: str, c: int) -> str:
+    return f"""HloModule m
 ENTRY e {{
   p = {t}[4] parameter(0)
   c = {t}[] constant({c})
@@ -25,7 +25,7 @@ ENTRY e {{
   a = {t}[4] add(p, b)
   m = {t}[4] multiply(a, b)
   ROOT r = {t}[4] subtract(m, p)
-}}""")
+}}"""
 
 
 def wrap(values, t: str) -> list[int]:
@@ -45,23 +45,35 @@ def run_everywhere(module: hlo_opt.Module, x: np.ndarray) -> list[np.ndarray]:
             np.asarray(compiled[0] if isinstance(compiled, (list, tuple)) else compiled)]
 
 
-@pytest.mark.parametrize("t", INTS)
-def test_integer_arithmetic_wraps_at_the_type_width_in_every_stage(t):
+def edge_inputs(t: str) -> tuple[int, np.ndarray, list[int]]:
+    """(constant, input, expected result of `arithmetic`) at the ends of the type's range."""
     info = int_info(t)
     lo, hi = int(info.min), int(info.max)
     c = 1 if hi >= 1 else -1
     p = [hi, lo, c, 0]
-    x = np.array(p).astype(DTYPES[t].numpy)
     expected = wrap([wrap([v + c], t)[0] * c - v for v in p], t)
-    for got in run_everywhere(arithmetic(t, c), x):
+    return c, np.array(p).astype(DTYPES[t].numpy), expected
+
+
+@pytest.mark.parametrize("t", INTS)
+def test_integer_arithmetic_wraps_at_the_type_width_in_every_stage(t):
+    c, x, expected = edge_inputs(t)
+    for got in run_everywhere(hlo_opt.parse(arithmetic(t, c)), x):
         assert got.dtype == DTYPES[t].numpy
         assert got.astype(np.int64).tolist() == expected
+
+
+@pytest.mark.parametrize("t", ["s4", "u4", "s2", "u2"])
+def test_integer_arithmetic_matches_xla(xla, t):
+    c, x, expected = edge_inputs(t)
+    (got,) = xla.run(arithmetic(t, c), [x])
+    assert got.astype(np.int64).tolist() == expected
 
 
 @pytest.mark.parametrize("t", FLOATS)
 def test_narrow_float_arithmetic_agrees_between_stages(t):
     x = np.array([1.5, -2.0, 0.5, 3.0]).astype(DTYPES[t].numpy)
-    reference, *others = run_everywhere(arithmetic(t, 2), x)
+    reference, *others = run_everywhere(hlo_opt.parse(arithmetic(t, 2)), x)
     for got in others:
         assert got.dtype == reference.dtype
         assert got.tobytes() == reference.tobytes()
