@@ -33,8 +33,9 @@ from .ingest import DECLARATIONS as INGEST_DECLARATIONS, SPAN
 from .schema import TERM_CONSTRUCTORS, declarations
 
 ANALYSIS_ROUNDS = 64        # bound on one analysis run (it saturates in a few)
-# ~7 MB of egglog's leftovers on the corpus mix (25 MB at worst) before a rebuild, which
-# costs about three optimize calls, once per ~65 modules of the corpus.
+# Measured over the corpus, 424 calls: resident memory levels off ~9 MB above its start
+# (it grew 155 KB per call without rebuilds). A rebuild costs about three optimize calls,
+# once per ~65 corpus modules.
 RECYCLE_ENODES = 10_000
 
 
