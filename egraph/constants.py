@@ -19,7 +19,7 @@ import re
 
 import numpy as np
 
-from ..dtypes import DTYPES
+from ..dtypes import DTYPES, float_info, int_info
 
 _NAN = re.compile(r"(-?)nan(?:\(0x([0-9a-fA-F]+)\))?")
 _INT = re.compile(r"[+-]?\d+")
@@ -53,7 +53,7 @@ def scalar_from_text(text: str, dtype: str) -> np.ndarray:
         if not _INT.fullmatch(text):
             raise ValueError(f"{text!r} is not an integer")
         v = int(text)
-        info = np.iinfo(dt.numpy)
+        info = int_info(dt)
         if not info.min <= v <= info.max:
             raise ValueError(f"{text} is out of range for {dtype}")
         return np.asarray(v, dtype=dt.numpy)
@@ -94,7 +94,7 @@ def _float_value(text: str, npdt: np.dtype) -> np.ndarray:
         nan = np.asarray(np.nan, dtype=npdt)
         word = int(nan.view(f"u{npdt.itemsize}"))
         if m.group(2):
-            mant = np.finfo(npdt).nmant
+            mant = float_info(npdt).nmant
             word = (word >> mant << mant) | int(m.group(2), 16)
         if m.group(1):
             word |= 1 << (bits - 1)
@@ -133,10 +133,7 @@ def _nan_text(x: np.ndarray) -> str:
     size = x.dtype.itemsize
     word = int(x.reshape(1).view(f"u{size}")[0])
     sign = "-" if word >> (size * 8 - 1) else ""
-    try:
-        mant = np.finfo(x.dtype).nmant
-    except (ValueError, TypeError):
-        return sign + "nan"
+    mant = float_info(x.dtype).nmant
     payload = word & ((1 << mant) - 1)
     default = int(np.asarray(np.nan, dtype=x.dtype).reshape(1).view(f"u{size}")[0]) & (
         (1 << mant) - 1)

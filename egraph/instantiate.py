@@ -2,11 +2,12 @@
 shapes, element types and attribute values, and the right side built from the same bindings.
 
 The left side is built top-down with expectations (an operand of `add` takes its sibling's
-shape, most of the time); attribute values no rule names are drawn per opcode (samplers.py);
-anything invalid is filtered out by the verifier, by the rule's guards evaluated in Python,
-and by NoValue where the egglog rule would not match. The right side is typed by the very
-values the egglog rule computes (rule_ir.evaluate), so a right side that shape inference
-rejects is a finding, not a filter.
+shape, most of the time); element types and fixed ranks come from the instance's pins
+(instance_plan.py: what the guards require); attribute values no rule names are drawn per
+opcode (samplers.py); anything invalid is filtered out by the verifier, by the rule's guards
+evaluated in Python, and by NoValue where the egglog rule would not match. The right side is
+typed by the very values the egglog rule computes (rule_ir.evaluate), so a right side that
+shape inference rejects is a finding, not a filter.
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from ..shape import Shape, array
 from ..shape_inference import ELEMENTWISE, INFERABLE, infer_shape
 from ..verifier import verify
 from .constants import representable, scalar_from_text
+from .instance_plan import Pins
 from .rule_functions import NoValue
 from .rule_ir import Apply, Lit, PNode, RNode, RuleIR, Var, evaluate
 from .rule_types import OP_CLASSES, operand_type
@@ -92,10 +94,12 @@ def ir_attrs(op: str, fields: dict, operands: list[Shape], builder: _Builder) ->
 
 class Instantiator:
     """`fill(shape, rng)` draws the values of constants: variables the rule guards with
-    is_constant(x) become constants (a splat or a literal) instead of parameters."""
+    is_constant(x) become constants (a splat or a literal) instead of parameters. `pins`
+    fixes the element types and ranks of variables and drawn results."""
 
-    def __init__(self, ir: RuleIR, rng: np.random.Generator, fill=None):
+    def __init__(self, ir: RuleIR, rng: np.random.Generator, fill=None, pins: Pins | None = None):
         self.ir, self.rng, self.fill = ir, rng, fill
+        self.pins = pins or Pins()
         self.env: dict = {}
         self.insts: dict[str, Instruction] = {}
         self.params: list[Instruction] = []
@@ -103,14 +107,28 @@ class Instantiator:
         self.constants = {g.args[0].name for g in ir.guards
                           if isinstance(g, Apply) and g.fn == "is_constant"}
 
-    def random_shape(self, free: bool = False) -> Shape:
-        if not free and self.rng.random() < 0.5:
-            return self.base
-        dtype = DTYPE_CHOICES[self.rng.integers(len(DTYPE_CHOICES))]
-        rank = int(self.rng.integers(4))
-        dims = [int(self.rng.integers(1, 5)) if self.rng.random() > 0.05 else 0
+    def random_shape(self, free: bool = False, dtype: str | None = None, rank: int | None = None,
+                     min_rank: int = 0, empty: bool = False) -> Shape:
+        """Half the time the base shape's dims (so that variables often fit together),
+        else small random dims; `rank`, `min_rank` and `empty` (a zero dim) as pinned."""
+        if not free and rank is None and not empty and self.base.rank >= min_rank \
+                and self.rng.random() < 0.5:
+            return array(dtype or self.base.element_type, self.base.dims)
+        dtype = dtype or DTYPE_CHOICES[self.rng.integers(len(DTYPE_CHOICES))]
+        if rank is None:
+            rank = int(self.rng.integers(max(min_rank, int(empty)), max(min_rank + 1, 4)))
+        high = 5 if rank <= 3 else 3              # high ranks stay small
+        dims = [int(self.rng.integers(1, high)) if self.rng.random() > 0.05 else 0
                 for _ in range(rank)]
+        if empty and rank:
+            dims[int(self.rng.integers(rank))] = 0
         return array(dtype, dims)
+
+    def pinned_shape(self, var: str) -> Shape:
+        """A fresh shape for a variable or a constant, as the pins say."""
+        return self.random_shape(dtype=self.pins.types.get(var), rank=self.pins.ranks.get(var),
+                                 min_rank=self.pins.min_ranks.get(var, 0),
+                                 empty=var in self.pins.empty)
 
     def run(self) -> Instance:
         lhs = _Builder("lhs")
@@ -160,14 +178,14 @@ class Instantiator:
             if node.var in self.insts:
                 return self.insts[node.var]
             use = expected is not None and self.rng.random() < 0.9
-            shape = expected if use else self.random_shape()
+            shape = expected if use else self.pinned_shape(node.var)
             if node.var in self.constants:
                 return self._bind(node.var, self._constant(shape, b))
             inst = b.add("parameter", shape, parameter_number=len(self.params))
             self.params.append(inst)
             return self._bind(node.var, inst)
         if node.splat is not None:
-            shape = expected if expected is not None else self.random_shape()
+            shape = expected if expected is not None else self.pinned_shape(node.var)
             if not representable(node.splat, shape.element_type):
                 raise Reject("constant not representable")
             return self._bind(node.var, b.splat(node.splat, shape))
@@ -186,6 +204,8 @@ class Instantiator:
             insts[i] = self.lhs(node.children[i], exp, b)
             shapes[i] = insts[i].shape
         op = self._op(node, shapes)
+        if expected is None and node.var in self.pins.types:
+            expected = self._pinned_result(op, self.pins.types[node.var], shapes)
         free = {name for name, v in node.attrs if isinstance(v, Var) and v.name not in self.env}
         fields = {name: FREE if name in free else self.value(v) for name, v in node.attrs}
         result = SAMPLERS.get(op, no_free_fields)(self, shapes, fields, expected)
@@ -219,6 +239,18 @@ class Instantiator:
                 raise Reject(f"no {node.op} op for {kind}")
             self.env[node.op_var] = members[self.rng.integers(len(members))]
         return self.env[node.op_var]
+
+    def _pinned_result(self, op: str, dtype: str, shapes: list[Shape]) -> Shape | None:
+        """The result a convert, bitcast-convert or iota is drawn with when its element
+        type is pinned (None for other ops: their operands carry the pin)."""
+        if op == "convert":
+            return array(dtype, shapes[0].dims)
+        if op == "bitcast-convert" and DTYPES[dtype].bits == DTYPES[shapes[0].element_type].bits:
+            return array(dtype, shapes[0].dims)
+        if op == "iota":
+            shape = self.random_shape(dtype=dtype)
+            return shape if shape.rank else array(dtype, (3,))
+        return None
 
     def _constant(self, shape: Shape, b: _Builder) -> Instruction:
         """A splat (half the time) or a literal, with values from `fill`."""

@@ -20,10 +20,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable
 
-import ml_dtypes
 import numpy as np
 
-from ..dtypes import DTYPES
+from ..dtypes import DTYPES, float_info, int_info
 from ..shape import Shape, array
 from .constants import representable
 from .schema import DTYPE_CLASSES
@@ -226,9 +225,8 @@ def _values_preserved(src: str, dst: str) -> bool:
 
 
 def _int_range(d) -> tuple[int, int]:
-    if d.kind == "uint":
-        return 0, (1 << d.bits) - 1
-    return -(1 << (d.bits - 1)), (1 << (d.bits - 1)) - 1
+    info = int_info(d)
+    return int(info.min), int(info.max)
 
 
 @functools.lru_cache(maxsize=None)
@@ -237,7 +235,8 @@ def _exact_int_limit(dtype: str) -> int:
     this float type (-1 if not even 0 is); within it a value's canonical text is the decimal
     integer, so computed constants can be written as text."""
     npdt = DTYPES[dtype].numpy
-    limit = min(1 << ml_dtypes.finfo(npdt).nmant, int(float(ml_dtypes.finfo(npdt).max)))
+    info = float_info(npdt)
+    limit = min(1 << info.nmant, int(float(info.max)))
     if DTYPES[dtype].bits <= 16:
         ints = np.arange(-limit, limit + 1, dtype=np.float64)
     else:                           # IEEE f32/f64: check the ends and the small integers
@@ -319,8 +318,13 @@ def _dtype_class(fn_name: str, relation: str) -> Fn:
               doc=f"the element type of x is one of {', '.join(sorted(members))}")
 
 
+_DTYPE_CLASS_ROWS = [_dtype_class("is_" + rel[2:].lower(), rel) for rel in DTYPE_CLASSES]
+# Functions of a term that read its element type only: the rule checker solves guards made
+# of these before it draws instances (instance_plan.py).
+ELEMENT_TYPE_FUNCTIONS = frozenset({"dtype", *(row.name for row in _DTYPE_CLASS_ROWS)})
+
 _ROWS = [
-    *(_dtype_class("is_" + rel[2:].lower(), rel) for rel in DTYPE_CLASSES),
+    *_DTYPE_CLASS_ROWS,
     Fn("is_scalar", ("type",), "bool",
        egg=lambda ctx, a: ctx.atom(f"(= 0 (vec-length {a[0].dims}))"),
        py=lambda t: t.rank == 0, doc="x has rank 0"),

@@ -2,7 +2,9 @@
 
 One table drives everything that needs to know about an element type: the parser checks
 names against it, the interpreter picks numpy dtypes from it, cost models read `bits`.
-Narrow floats and sub-byte integers come from ml_dtypes, which XLA itself uses.
+Narrow floats and sub-byte integers come from ml_dtypes, which XLA itself uses; their ranges
+and float formats are read through `int_info` / `float_info` here, because numpy's own
+iinfo/finfo reject them (s4 is a numpy dtype of kind "V").
 """
 from __future__ import annotations
 
@@ -80,3 +82,25 @@ def dtype(name: str) -> DType:
 def from_numpy(dt: np.dtype) -> DType:
     """The HLO element type of a numpy dtype (e.g. float32 -> f32)."""
     return _BY_NUMPY[np.dtype(dt)]
+
+
+def _as_numpy(dt) -> np.dtype:
+    if isinstance(dt, DType):
+        if dt.numpy is None:
+            raise ValueError(f"{dt.name} has no values")
+        return dt.numpy
+    if isinstance(dt, str) and dt in DTYPES:
+        return _as_numpy(DTYPES[dt])
+    return np.dtype(dt)
+
+
+def int_info(dt) -> ml_dtypes.iinfo:
+    """min, max and bits of an integer type (a DType, an HLO name or a numpy dtype),
+    sub-byte ones included: int_info("s4").min == -8."""
+    return ml_dtypes.iinfo(_as_numpy(dt))
+
+
+def float_info(dt) -> ml_dtypes.finfo:
+    """max, tiny, eps, nmant, ... of a float type (a DType, an HLO name or a numpy dtype),
+    narrow ones included: float_info("f8e4m3fn").max == 448."""
+    return ml_dtypes.finfo(_as_numpy(dt))

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from hlo_opt import HloError, UnsupportedError, parse
-from hlo_opt.dtypes import from_numpy
+from hlo_opt.dtypes import dtype, from_numpy
 from hlo_opt.interpreter import SUPPORTED_OPCODES, evaluate
 from hlo_opt.ir import Computation, Instruction, Module
 from hlo_opt.shape import array
@@ -514,6 +514,42 @@ def test_dot_int8_accumulates_in_result_type():
     assert out.tolist() == [[300 * 100 * 100]]
 
 
+def _dot_of_ones(operand: str, result: str, n: int, value) -> np.ndarray:
+    """dot of a [n] vector of `value` with a [n] vector of ones, in HLO types."""
+    x = np.full(n, value).astype(dtype(operand).numpy)
+    return run1(f"a = {operand}[{n}] parameter(0)\nb = {operand}[{n}] parameter(1)\n"
+                f"ROOT d = {result}[] dot(a, b), lhs_contracting_dims={{0}}, "
+                "rhs_contracting_dims={0}", x, np.ones(n).astype(x.dtype))
+
+
+@pytest.mark.parametrize("operand,result,n,value,expected", [
+    ("f32", "s8", 128, 1.0, 127),           # a float sum saturates, as convert does
+    ("f32", "s8", 300, -1.0, -128),
+    ("f32", "u8", 300, 1.0, 255),
+    ("f32", "u8", 2, -1.0, 0),
+    ("bf16", "s8", 3, 100.0, 127),
+    ("f64", "s64", 1, 1e19, 2 ** 63 - 1),
+    ("f32", "s32", 1, NAN, 0),              # NaN converts to 0
+    ("f32", "s4", 3, 3.0, 7),
+    ("s32", "s8", 128, 1, -128),            # an integer sum wraps
+    ("s8", "u8", 1, -1, 255),
+    ("s32", "u8", 1, 300, 44),
+    ("s4", "s4", 3, 3, -7),
+])
+def test_dot_converts_its_sum_into_the_result_type_as_xla(operand, result, n, value, expected):
+    out = _dot_of_ones(operand, result, n, value)
+    assert out.dtype == dtype(result).numpy
+    assert int(out.astype(np.int64)) == expected
+
+
+def test_convolution_converts_its_sum_into_the_result_type_as_xla():
+    x = np.full((1, 1, 200), 1.0, np.float32)
+    out = run1("x = f32[1,1,200] parameter(0)\nw = f32[1,1,200] parameter(1)\n"
+               "ROOT c = s8[1,1,1] convolution(x, w), window={size=200}, dim_labels=bf0_oi0->bf0",
+               x, x)
+    assert out.tolist() == [[[127]]]
+
+
 def naive_conv(x, w, stride, pad, lhs_dil, rhs_dil, fgc=1, bgc=1, reverse=()):
     """Direct definition of XLA's convolution on NC(spatial) / OI(spatial) arrays."""
     n, c = x.shape[:2]
@@ -900,3 +936,24 @@ def test_corpus_matches_xla(xla, path):
             np.testing.assert_allclose(a64, b64, rtol=tol, atol=tol * scale, equal_nan=True)
         else:
             np.testing.assert_array_equal(a, b)
+
+
+DOT_TYPES = ["f32", "f64", "bf16", "s32", "s8", "u8", "pred"]
+
+
+@pytest.mark.parametrize("operand,result", [(a, r) for a in DOT_TYPES for r in DOT_TYPES
+                                            if (a, r) != ("pred", "pred")])
+def test_dot_result_conversion_matches_xla(xla, operand, result):
+    """Sums past the result type's range, negative ones into unsigned types and NaN: the
+    accumulation type and the final conversion for every operand/result pairing."""
+    rows = [[1.0] * 200, [-1.0] * 200, [100.0] * 3 + [0.0] * 197, [NAN] + [0.0] * 199,
+            [3.0] * 5 + [0.0] * 195]
+    x = np.array(rows)
+    if dtype(operand).kind != "float":
+        x = np.nan_to_num(x)
+    x = x.astype(dtype(operand).numpy)
+    ones = np.ones((200, 1)).astype(x.dtype)
+    _assert_matches_xla(xla, f"HloModule m\nENTRY e {{\na = {operand}[5,200] parameter(0)\n"
+                             f"b = {operand}[200,1] parameter(1)\n"
+                             f"ROOT d = {result}[5,1] dot(a, b), lhs_contracting_dims={{1}}, "
+                             "rhs_contracting_dims={0}\n}", [x, ones])

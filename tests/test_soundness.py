@@ -1,5 +1,6 @@
 """The rule checker: known-unsound rules are rejected with a counterexample, sound ones pass,
-modes change the verdict where they should, and rules without instances are never passed."""
+modes change the verdict where they should, instances are built to fit the guards, and rules
+without enough instances are never passed."""
 from __future__ import annotations
 
 import pathlib
@@ -7,6 +8,8 @@ import pathlib
 import numpy as np
 import pytest
 
+from hlo_opt.egraph.instance_plan import InstancePlan
+from hlo_opt.egraph.instantiate import Instantiator, Reject
 from hlo_opt.egraph.rule_analysis import analyze_rule
 from hlo_opt.egraph.rules import load_rule_set
 from hlo_opt.egraph.soundness import check_rule, check_rule_file, first_mismatch
@@ -77,21 +80,64 @@ def test_verdicts_depend_on_the_mode(text, status):
 
 
 def test_rules_without_instances_are_not_checked():
-    v = verdict("rule r: negate(x) => x when rank(x) == 9")
+    v = verdict("rule r: negate(x) => x when is_int(x) and is_float(x)")
+    assert v.status == "unchecked" and "no element type satisfies the guards" in v.detail
+    v = verdict("rule r: negate(x) => x when rank(x) == 2 and rank(x) == 3")
     assert v.status == "unchecked" and "guards" in v.detail
     v = verdict("rule r: get-tuple-element(x, index=0) => x")
     assert v.status == "unchecked"
 
 
-def _instances(text: str, draws: int = 300):
-    """Left sides the checker draws for a rule (module texts)."""
-    import numpy as np
-    from hlo_opt.egraph.instantiate import Instantiator, Reject
+def test_a_handful_of_instances_is_not_a_check():
+    # dims == {3,1,4} is drawn about once in a hundred tries: the few instances that pass
+    # do not make the rule "ok".
+    v = verdict("rule r [strict]: negate(negate(x)) => x when dims(x) == {3, 1, 4}", trials=100)
+    assert v.status == "unchecked", v.detail
+    assert "passing instances (needs 33)" in v.detail
+
+
+@pytest.mark.parametrize("text,status", [
+    # one f32 -> s32 -> f32 chain in ~80 random draws before instances were built to fit
+    ("rule r [fast]: convert(convert(x, as=m)) => x when dtype(x) == f32 and dtype(m) == s32",
+     "unsound"),
+    ("rule r [strict]: negate(x) => x when rank(x) == 9", "unsound"),
+    ("rule r [strict]: convert(convert(x, as=m)) => x when dtype(x) == s8 and dtype(m) == s4",
+     "unsound"),
+    ("rule r [strict]: add(x, x) => multiply(x, 2) when dtype(x) == s4", "sound"),   # wraps alike
+    # one shape only (f8e4m3fn[]): checked many times, never new, so a check
+    ("rule r [strict]: add(x, x) => multiply(x, 2) when dtype(x) == f8e4m3fn and is_scalar(x)",
+     "sound"),
+])
+def test_instances_are_built_to_satisfy_the_guards(text, status):
+    v = verdict(text, trials=100)
+    assert v.status == status, v.detail
+    if status == "sound":
+        assert v.instances == 100
+    else:
+        assert "parameter 0 = " in v.detail and "right gives" in v.detail
+
+
+def test_element_type_choices_cover_what_the_guards_accept():
+    v = verdict("rule r [strict]: add(x, 0) => x when is_int(x)", trials=60)
+    assert v.status == "sound", v.detail
+    assert "10 of 10 element-type choices" in v.detail     # s4, u4, s8, ... u64
+    entries = _instances("rule r: add(x, y) => add(y, x) when is_int(x)", draws=200,
+                         guided=True)
+    types = {e.root.shape.element_type for e in entries}
+    assert {"s4", "u4", "s8", "s32", "u64"} <= types and not types - {
+        "s4", "u4", "s8", "u8", "s16", "u16", "s32", "u32", "s64", "u64"}
+
+
+def _instances(text: str, draws: int = 300, guided: bool = False):
+    """Left sides the checker draws for a rule (entry computations); `guided`: with the
+    pins its guards ask for, as the checker draws them."""
     (rule,) = rules_from_text(text, "t.rules").rules
     ir, rng, out = analyze_rule(rule), np.random.default_rng(0), []
-    for _ in range(draws):
+    plan = InstancePlan(ir)
+    for k in range(draws):
+        pins = plan.pins(plan.choices[k % len(plan.choices)], rng) if guided else None
         try:
-            out.append(Instantiator(ir, rng).run().lhs.entry)
+            out.append(Instantiator(ir, rng, pins=pins).run().lhs.entry)
         except Reject:
             pass
     return out
@@ -144,6 +190,9 @@ def test_first_mismatch_per_mode():
     assert first_mismatch(a, b, "xla") is None
     assert first_mismatch(np.array([1.0, np.inf]), np.array([1.0 + 1e-12, 0.0]), "fast") is None
     assert first_mismatch(np.array([1.0]), np.array([1.1]), "fast") == (0,)
+    # a cancelling sum of large terms: errors count relative to the inputs' magnitude
+    assert first_mismatch(np.array([0.05]), np.array([0.0]), "fast") == (0,)
+    assert first_mismatch(np.array([0.05]), np.array([0.0]), "fast", magnitude=1e8) is None
     assert first_mismatch(np.array([3], np.int32), np.array([4], np.int32), "fast") == (0,)
 
 
@@ -154,8 +203,10 @@ def test_cli_exit_codes(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "UNSOUND     add_pos_zero [strict] at" in out and "right gives" in out
     unchecked = tmp_path / "u.rules"
-    unchecked.write_text("rule r: negate(x) => x when rank(x) == 9\n")
+    unchecked.write_text("rule r: negate(x) => x when is_int(x) and is_float(x)\n")
     assert main(["check", str(unchecked), "--trials", "5"]) == 1
+    out = capsys.readouterr().out
+    assert "NOT CHECKED r [xla] at" in out and "0 sound, 0 unsound, 1 not checked" in out
     assert main(["check", str(unchecked), "--trials", "5", "--allow-unchecked"]) == 0
     bad = tmp_path / "bad.rules"
     bad.write_text("rule r: negate(x) => y\n")

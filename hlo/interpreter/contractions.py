@@ -1,9 +1,12 @@
 """dot and convolution as batched matrix products (BLAS through np.matmul).
 
-Both compute in one "accumulation type" and round once into the result type: narrow floats
-accumulate in f32 (as XLA's CPU backend does), f32 in f32, f64 in f64, integers in the wider
-of operand and result type (so s8 x s8 -> s32 wraps at 32 bits), pred as or-of-ands.
-operand_precision and algorithm attributes are accepted and do not change the arithmetic.
+Both compute in one "accumulation type" and convert once into the result type as XLA's
+`convert` does: narrow floats accumulate in f32 (as XLA's CPU backend does), f32 in f32, f64
+in f64, integers in the wider of operand and result type (so s8 x s8 -> s32 wraps at 32
+bits), pred as or-of-ands. A float sum into an integer result saturates and sends NaN to 0
+(XLA:CPU: 128 ones dotted in f32 into s8 give 127); an integer sum into a narrower integer
+wraps (s32 -> s8: 128 gives -128). operand_precision and algorithm attributes are accepted
+and do not change the arithmetic.
 """
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ import numpy as np
 from ..attributes import Window
 from ..errors import UnsupportedError
 from .data_movement import pad_array
-from .numerics import cast_result, kind_of
+from .numerics import convert, kind_of
 
 _KIND_RANK = {"pred": 0, "uint": 1, "int": 2, "float": 3, "complex": 4}
 
@@ -51,7 +54,7 @@ def dot(inst, args, ev):
     right = np.transpose(rhs, rb + rc + rf).astype(acc).reshape(math.prod(batch), k, n)
     out = np.matmul(left, right)
     dims = batch + [lhs.shape[d] for d in lf] + [rhs.shape[d] for d in rf]
-    return cast_result(out.reshape(dims), inst.shape.element_type)
+    return convert(out.reshape(dims), inst.shape.dtype)
 
 
 def _patches(x: np.ndarray, window: Window) -> np.ndarray:
@@ -113,7 +116,7 @@ def convolution(inst, args, ev):
     perm[labels.out_batch], perm[labels.out_feature] = 0, 1
     for i, d in enumerate(labels.out_spatial):
         perm[d] = 2 + i
-    return cast_result(np.transpose(out, perm), inst.shape.element_type)
+    return convert(np.transpose(out, perm), inst.shape.dtype)
 
 
 IMPLS = {"dot": dot, "convolution": convolution}

@@ -12,6 +12,7 @@ from typing import Callable
 
 import numpy as np
 
+from ..dtypes import float_info
 from ..errors import UnsupportedError
 from . import numerics as nx
 from .numerics import cast_result, precise, widen
@@ -228,7 +229,7 @@ def reduce_precision_bits(x: np.ndarray, exponent_bits: int, mantissa_bits: int)
     nbits = x.dtype.itemsize * 8
     if nbits != _type_bits(x):
         raise UnsupportedError(f"reduce-precision of {x.dtype} (sub-byte) is not supported")
-    src_m = nx.float_info(x.dtype).nmant
+    src_m = float_info(x.dtype).nmant
     src_e = nbits - 1 - src_m
     u = nx.unsigned_view(np.ascontiguousarray(x)).astype(np.uint64)
     full = np.uint64((1 << nbits) - 1)

@@ -6,10 +6,9 @@ and maps NaN to 0, narrow floats compute in f32 and round once, total-order comp
 """
 from __future__ import annotations
 
-import ml_dtypes
 import numpy as np
 
-from ..dtypes import DTYPES, DType, from_numpy
+from ..dtypes import DTYPES, DType, from_numpy, int_info
 from ..errors import UnsupportedError
 
 
@@ -59,14 +58,6 @@ def kind_of(dt: np.dtype) -> str:
 def element_bits(dt: np.dtype) -> int:
     """Bits per element of the HLO type (4 for s4, though numpy stores it in a byte)."""
     return from_numpy(dt).bits
-
-
-def float_info(dt: np.dtype):
-    return ml_dtypes.finfo(dt)
-
-
-def int_info(dt: np.dtype):
-    return ml_dtypes.iinfo(dt)
 
 
 def unsigned_view(x: np.ndarray) -> np.ndarray:
