@@ -49,7 +49,7 @@ CASES = [
     ("HloModule m\nENTRY e {\n  p = f33[2] parameter(0)\n}", 3, 10, "unexpected"),
     ("HloModule m\nENTRY e {\n  ROOT p = f32[2] parameter(0)\n  ROOT q = f32[2] parameter(1)\n}", 4, 3, "more than one ROOT"),
     ("HloModule m\nENTRY a {\n ROOT p = f32[] parameter(0)\n}\nENTRY b {\n ROOT p = f32[] parameter(0)\n}", 5, 1, "more than one ENTRY"),
-    ("HloModule m\nENTRY e (x: f32[2]) -> f32[3] {\n  ROOT p = f32[2] parameter(0)\n}", 2, 10, "its signature says f32[3]"),
+    ("HloModule m\nENTRY e (x: f32[2]) -> f32[3] {\n  ROOT p = f32[2] parameter(0)\n}", 2, 7, "its signature says f32[3]"),
     ("HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT a = f32[2] add(f32[3] p, p)\n}", 4, 30, "declared f32[3]"),
     ("HloModule m\nENTRY e {\n  p = f32[2] parameter(0), window={size=2 bogus=1}\n}", 3, 35, "unknown window field"),
     ("HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT s = f32[1] slice(p), slice={[0:1:x]}\n}", 4, 35, "bad slice"),
