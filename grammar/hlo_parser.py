@@ -18,8 +18,9 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput
 from .. import attributes
 from ..errors import HloError
 from ..ir import Computation, Instruction, Module
-from ..ops import OPS, async_wrapped
+from ..ops import OPS, attribute_rules
 from ..shape import UNBOUNDED, Layout, Shape, TupleShape
+from .layouts import check_layout_tail
 from .literals import LiteralError, parse_literal
 
 try:                                    # the Cython lexer/parser: same results, ~2x faster
@@ -87,6 +88,7 @@ class _Builder(Transformer):
         self.module_attrs: dict = {}
         self.stack_tables: list[str] = []
         self.entry_marks: list = []
+        self.entry_layout_tok = None
         try:
             return self.lark.parse(text, start="start")
         except UnexpectedInput as e:
@@ -105,6 +107,8 @@ class _Builder(Transformer):
         if len(entries) > 1:
             raise self.error("more than one ENTRY computation", self.entry_marks[-1][1])
         entry = entries[0] if entries else comps[-1]
+        if self.entry_layout_tok is not None:
+            self._check_entry_layout(entry, self.entry_layout_tok)
         name = self.module_name or f"module_{entry.name}"
         return Module(name, self.comp_list, entry, self.module_attrs,
                       "\n".join(self.stack_tables))
@@ -113,9 +117,35 @@ class _Builder(Transformer):
         self.module_name = _strip(c[0].value)
         for name_tok, value_tok in c[1:]:
             name = name_tok.value[:-1]
+            if name not in attributes.MODULE_ATTRIBUTES:
+                raise self.error(f"unexpected module attribute '{name}' (a module takes "
+                                 f"{', '.join(sorted(attributes.MODULE_ATTRIBUTES))})",
+                                 name_tok)
             if name in self.module_attrs:
                 raise self.error(f"duplicate module attribute '{name}'", name_tok)
+            if name == "entry_computation_layout":
+                self.entry_layout_tok = value_tok
             self.module_attrs[name] = attributes.Raw(value_tok.value)
+
+    def _check_entry_layout(self, entry: Computation, tok) -> None:
+        """`entry_computation_layout={(f32[2]{0}, s32[])->f32[2]{0}}` must be well formed and
+        name the entry's parameter and result shapes (layouts may differ), as XLA's verifier
+        requires; XLA's parser alone would take a mismatched one."""
+        params, result = self._parse_at(tok.value, tok, "computation_layout")
+        declared = sorted(entry.parameters, key=lambda p: p.parameter_number)
+        if len(params) != len(declared):
+            raise self.error(f"entry_computation_layout has {len(params)} parameters, entry "
+                             f"computation '{entry.name}' has {len(declared)}", tok)
+        for number, (layout_shape, param) in enumerate(zip(params, declared)):
+            if not layout_shape.compatible(param.shape, dynamic=False):
+                raise self.error(f"entry_computation_layout says parameter {number} is "
+                                 f"{layout_shape}, it is {param.shape}", tok)
+        if not result.compatible(entry.root.shape, dynamic=False):
+            raise self.error(f"entry_computation_layout says the result is {result}, it is "
+                             f"{entry.root.shape}", tok)
+
+    def computation_layout(self, c):
+        return c[0] or [], c[1]
 
     def module_attr(self, c):
         return c[0], c[1]
@@ -236,7 +266,17 @@ class _Builder(Transformer):
         kind, tok, operands = call
         if name in self.scope.names:
             raise self.error(f"duplicate instruction name '{name}'", name_tok)
-        attrs = self._decode_attributes(attr_pairs, name)
+        opcode = kind if kind != "op" else tok.value
+        if kind == "op" and opcode in ("parameter", "constant"):
+            what = "a number, parameter(N)" if opcode == "parameter" else "a literal"
+            raise self.error(f"{opcode} expects {what}", tok)
+        rules = attribute_rules(opcode)
+        if rules is None:
+            raise self.error(f"unknown opcode '{opcode}'", tok)
+        attrs = self._decode_attributes(attr_pairs, name, opcode, rules[0])
+        missing = rules[1] - attrs.keys()
+        if missing:
+            raise self.error(f"{opcode} needs the attribute {sorted(missing)[0]}", tok)
         inst: Instruction
         if kind == "parameter":
             if shape is None:
@@ -254,13 +294,7 @@ class _Builder(Transformer):
             inst = Instruction(name, "constant", shape, (), attrs, literal=literal,
                                line=name_tok.line, column=name_tok.column)
         else:
-            opcode = tok.value
-            if opcode in ("parameter", "constant"):
-                what = "a number, parameter(N)" if opcode == "parameter" else "a literal"
-                raise self.error(f"{opcode} expects {what}", tok)
             info = OPS.get(opcode)
-            if info is None and async_wrapped(opcode) is None:
-                raise self.error(f"unknown opcode '{opcode}'", tok)
             if info is not None and info.arity >= 0 and len(operands) != info.arity:
                 raise self.error(f"{opcode} takes {info.arity} operand"
                                  f"{'s' if info.arity != 1 else ''}, got {len(operands)}", tok)
@@ -281,10 +315,13 @@ class _Builder(Transformer):
         except HloError as e:
             raise self.error(f"cannot infer the shape of {opcode}: {e.message}", tok) from None
 
-    def _decode_attributes(self, pairs, inst_name: str) -> dict:
+    def _decode_attributes(self, pairs, inst_name: str, opcode: str, allowed) -> dict:
         attrs: dict = {}
         for name_tok, value_tok in pairs:
             name = name_tok.value[:-1]
+            if name not in allowed:
+                raise self.error(f"{opcode} takes no attribute '{name}' (it takes "
+                                 f"{', '.join(sorted(allowed))})", name_tok)
             if name in attrs:
                 raise self.error(f"duplicate attribute '{name}'", name_tok)
             try:
@@ -319,11 +356,7 @@ class _Builder(Transformer):
         caller. Padding keeps positions in errors relative to the whole file."""
         outer = self.scope
         self.scope = _Scope()
-        padded = "\n" * (tok.line - 1) + " " * (tok.column - 1) + body
-        try:
-            self.lark.parse(padded, start="inline_body")
-        except UnexpectedInput as e:
-            raise self._syntax_error(e) from None
+        self._parse_at(body, tok, "inline_body")
         scope, self.scope = self.scope, outer
         while name in self.comps:
             name += "_"
@@ -332,6 +365,15 @@ class _Builder(Transformer):
         self.comps[name] = comp
         self.comp_list.append(comp)
         return comp
+
+    def _parse_at(self, text: str, tok, start: str):
+        """Parse `text`, the value of attribute token `tok`, from grammar rule `start`;
+        padding keeps positions in errors relative to the whole file."""
+        padded = "\n" * (tok.line - 1) + " " * (tok.column - 1) + text
+        try:
+            return self.lark.parse(padded, start=start)
+        except UnexpectedInput as e:
+            raise self._syntax_error(e) from None
 
     def inline_body(self, c):
         return None
@@ -435,9 +477,11 @@ def _array_shape(text: str) -> Shape:
     if layout_text is not None:
         order_text, _, tail = layout_text.partition(":")
         order = tuple(_dim(x.strip(), text) for x in order_text.split(",") if x.strip())
-        if (order or len(dims) == 0) and sorted(order) != list(range(len(dims))):
+        if sorted(order) != list(range(len(dims))):
             raise ValueError(f"layout {{{layout_text}}} is not a permutation of the "
                              f"{len(dims)} dimensions of {text}")
+        if tail.strip():
+            check_layout_tail(tail)
         layout = Layout(order, tail.strip())
     return Shape(etype, tuple(dims), layout, tuple(dynamic) if any(dynamic) else ())
 
@@ -471,8 +515,8 @@ def _parser() -> _Builder:
     if _BUILDER is None:
         grammar = resources.files(__package__).joinpath("hlo.lark").read_text()
         builder = _Builder()
-        builder.lark = Lark(grammar, parser="lalr", lexer="contextual", start=["start",
-                            "inline_body"], transformer=builder, maybe_placeholders=True,
-                            **_PLUGINS)
+        builder.lark = Lark(grammar, parser="lalr", lexer="contextual",
+                            start=["start", "inline_body", "computation_layout"],
+                            transformer=builder, maybe_placeholders=True, **_PLUGINS)
         _BUILDER = builder
     return _BUILDER

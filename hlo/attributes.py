@@ -96,6 +96,13 @@ class ConvDimLabels:
         return self._spatial(self.out)
 
 
+# The attributes a module header may carry (`HloModule m, is_scheduled=true, ...`).
+MODULE_ATTRIBUTES = frozenset((
+    "alias_passthrough_params", "allow_spmd_sharding_propagation_to_output",
+    "allow_spmd_sharding_propagation_to_parameters", "buffer_donor", "entry_computation_layout",
+    "frontend_attributes", "input_output_alias", "is_scheduled", "num_partitions",
+    "origin_recovery_table", "replica_count"))
+
 SliceDim = tuple[int, int, int]             # (start, limit, stride)
 PadDim = tuple[int, int, int]               # (low, high, interior)
 
@@ -127,7 +134,7 @@ KINDS: dict[str, str] = {
         "string"),
     **dict.fromkeys((
         "direction", "type", "kind", "distribution", "fft_type", "padding_type", "schedule",
-        "api_version", "transpose_a"), "enum"),
+        "api_version", "transpose_a", "algorithm"), "enum"),
     **dict.fromkeys((
         "to_apply", "calls", "condition", "body", "true_computation", "false_computation",
         "select", "scatter"), "computation"),
@@ -140,8 +147,32 @@ KINDS: dict[str, str] = {
     "control-predecessors": "names",
 }
 
-# `algorithm` is an enum on dot and rng-bit-generator; kept verbatim (Raw) like every other
-# attribute whose value we only carry.
+_PRECISIONS = "default high highest"
+_DOT_ALGORITHMS = ("unset dot_any_f8_any_f8_f32 dot_any_f8_any_f8_f32_fast_accum dot_f16_f16_f16 "
+                   "dot_f16_f16_f32 dot_bf16_bf16_bf16 dot_bf16_bf16_f32 dot_bf16_bf16_f32_x3 "
+                   "dot_bf16_bf16_f32_x6 dot_bf16_bf16_f32_x9 dot_tf32_tf32_f32 "
+                   "dot_tf32_tf32_f32_x3 dot_f32_f32_f32 dot_f64_f64_f64")
+_RNG_ALGORITHMS = "rng_default rng_three_fry rng_philox"
+
+# The values XLA's parser takes for each enum attribute (learned from XLA's proto enums and
+# probed against jaxlib 0.10). Lower-case sets are matched ignoring case, as XLA does for
+# them. `algorithm` is dot's or rng-bit-generator's: one name, both value sets.
+ENUM_VALUES: dict[str, frozenset[str]] = {name: frozenset(values.split()) for name, values in {
+    "direction": "EQ NE GE GT LE LT",
+    "type": "FLOAT TOTALORDER SIGNED UNSIGNED",
+    "kind": "kLoop kInput kOutput kCustom",
+    "distribution": "rng_invalid rng_uniform rng_normal",
+    "fft_type": "FFT IFFT RFFT IRFFT",
+    "padding_type": "PADDING_INVALID PADDING_VALID PADDING_SAME",
+    "schedule": "schedule_none schedule_latest schedule_earliest",
+    "api_version": "api_version_original api_version_status_returning "
+                   "api_version_status_returning_unified api_version_typed_ffi",
+    "transpose_a": "TRANSPOSE_INVALID NO_TRANSPOSE TRANSPOSE ADJOINT",
+    "algorithm": f"{_DOT_ALGORITHMS} {_RNG_ALGORITHMS}",
+    "operand_precision": _PRECISIONS,
+}.items()}
+_IGNORES_CASE = frozenset(n for n, values in ENUM_VALUES.items()
+                          if all(v.islower() for v in values))
 
 
 def _ints(text: str) -> tuple:
@@ -196,9 +227,10 @@ def encode_string(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
-def _enum(text: str) -> str:
-    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", text):
-        raise AttributeError_(f"expected an identifier, got {text!r}")
+def _enum(name: str, text: str) -> str:
+    values = ENUM_VALUES[name]
+    if text not in values and not (name in _IGNORES_CASE and text.lower() in values):
+        raise AttributeError_(f"{text!r} is not one of {', '.join(sorted(values))}")
     return text
 
 
@@ -219,8 +251,8 @@ def _names(text: str) -> tuple[str, ...]:
     return tuple(t.lstrip("%") for t in re.split(r"[,\s]+", _braced_body(text)) if t)
 
 
-def _enum_list(text: str) -> tuple[str, ...]:
-    return tuple(_enum(t) for t in re.split(r"[,\s]+", _braced_body(text)) if t)
+def _enum_list(name: str, text: str) -> tuple[str, ...]:
+    return tuple(_enum(name, t) for t in re.split(r"[,\s]+", _braced_body(text)) if t)
 
 
 def _braced_body(text: str) -> str:
@@ -369,6 +401,8 @@ def decode(name: str, text: str):
     kind = KINDS.get(name)
     if kind is None:
         return Raw(text)
+    if kind in ("enum", "enum_list"):            # the value set depends on the name
+        return _CODECS[kind][0](name, text)
     return _CODECS[kind][0](text)
 
 

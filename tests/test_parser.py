@@ -186,7 +186,7 @@ def test_attribute_kinds_are_typed():
       pd = f32[1,6,7,2] pad(s, z), padding=0_0x1_1x0_1_1x0_0
       r = f32[1,6] reduce(pd, z), dimensions={2,3}, to_apply=%add
       c = pred[1,6] compare(r, r), direction=LT, type=TOTALORDER
-      ROOT o = f32[1,6] custom-call(r), custom_call_target="x", backend_config={"a": {"b": [1, 2]}}, metadata={op_name="jit(f)/x" source_line=3}, operand_precision={highest,default}, unknown_attr={a b c}
+      ROOT o = f32[1,6] custom-call(r), custom_call_target="x", backend_config={"a": {"b": [1, 2]}}, metadata={op_name="jit(f)/x" source_line=3}, operand_precision={highest,default}, sharding={maximal device=0}
     }""")
     get = {i.name: i for i in m.instructions()}
     w = get["conv"].attrs["window"]
@@ -202,9 +202,9 @@ def test_attribute_kinds_are_typed():
     assert o["custom_call_target"] == "x"
     assert o["backend_config"] == Raw('{"a": {"b": [1, 2]}}')
     assert o["operand_precision"] == ("highest", "default")
-    assert o["unknown_attr"] == Raw("{a b c}")
+    assert o["sharding"] == Raw("{maximal device=0}")
     text = m.to_text(metadata=False)
-    assert "metadata" not in text and "unknown_attr={a b c}" in text
+    assert "metadata" not in text and "sharding={maximal device=0}" in text
 
 
 def test_iota_replica_groups_sharding_and_control_predecessors():
