@@ -38,6 +38,11 @@ def parse_module(text: str, filename: str | None = None) -> Module:
         return _parser().parse_module(blank_comments(text), filename)
 
 
+# XLA reads a module when the text starts with `HloModule` or `ENTRY` or its second token is
+# `{` (`name {`); any other text is one instruction.
+_MODULE_START = re.compile(r"\s*(?:(?:HloModule|ENTRY)(?![A-Za-z0-9_.\-])"
+                           r"|%?[A-Za-z_][A-Za-z0-9_.\-]*:?\s*\{)")
+
 # A string (kept: `"a/*b*/"` is no comment), a block comment, or a line comment.
 _STRING_OR_COMMENT = re.compile(r'"(?:[^"\\]|\\.)*"|(/\*(?:[^*]|\*(?!/))*\*/|//[^\n]*)')
 
@@ -89,8 +94,13 @@ class _Builder(Transformer):
         self.stack_tables: list[str] = []
         self.entry_marks: list = []
         self.entry_layout_tok = None
+        self.single: _Scope | None = None
+        self.shape_tok = None
         try:
-            return self.lark.parse(text, start="start")
+            if _MODULE_START.match(text):
+                return self.lark.parse(text, start="start")
+            self.single = self.scope
+            return self.lark.parse(text, start="single_instruction")
         except UnexpectedInput as e:
             raise self._syntax_error(e) from None
         except RecursionError:
@@ -243,6 +253,8 @@ class _Builder(Transformer):
         shape, name_tok = c
         name = _strip(name_tok.value)
         inst = self.scope.names.get(name)
+        if inst is None and shape is not None and self.scope is self.single:
+            return self._new_parameter(name, shape, name_tok)
         if inst is None:
             raise self.error(f"undefined operand '{name}' (operands must be defined before "
                              f"they are used)", name_tok)
@@ -250,6 +262,33 @@ class _Builder(Transformer):
             raise self.error(f"operand '{name}' is declared {shape} but has shape "
                              f"{inst.shape}", name_tok)
         return inst
+
+    def operand_shape_only(self, c):
+        if self.scope is not self.single:
+            raise self.error("an operand needs a name (only a single-instruction text may "
+                             "give just a shape)", self.shape_tok)
+        return self._new_parameter(None, c[0], self.shape_tok)
+
+    def _new_parameter(self, name: str | None, shape, tok) -> Instruction:
+        """Single-instruction text (`f32[2] add(f32[2] x, f32[2])`): as in XLA, an operand
+        that is not defined becomes the next parameter, named `_N` when it has no name."""
+        number = sum(1 for i in self.scope.insts if i.opcode == "parameter")
+        inst = Instruction(name or f"_{number}", "parameter", shape, (), {},
+                           parameter_number=number, line=tok.line, column=tok.column)
+        self.scope.insts.append(inst)
+        self.scope.names[inst.name] = inst
+        return inst
+
+    def single_instruction(self, c):
+        """The module XLA makes of one instruction: entry computation `_` holding the
+        parameters made for its operands and the instruction as root."""
+        root = self.scope.insts[-1]
+        entry = Computation("_", self.scope.insts, root, line=root.line, column=root.column)
+        return Module("_", self.comp_list + [entry], entry, {})
+
+    def anonymous_instruction(self, c):
+        shape, call, attrs = c
+        return self._make("_", call[1], shape, call, attrs)
 
     def operand_nested(self, c):
         shape, call = c
@@ -380,7 +419,7 @@ class _Builder(Transformer):
 
     # --- shapes -------------------------------------------------------------------------
     def shape(self, c):
-        tok = c[0]
+        tok = self.shape_tok = c[0]         # the last shape read, for positions
         try:
             return _array_shape(tok.value)
         except ValueError as e:
@@ -516,7 +555,8 @@ def _parser() -> _Builder:
         grammar = resources.files(__package__).joinpath("hlo.lark").read_text()
         builder = _Builder()
         builder.lark = Lark(grammar, parser="lalr", lexer="contextual",
-                            start=["start", "inline_body", "computation_layout"],
+                            start=["start", "single_instruction", "inline_body",
+                                   "computation_layout"],
                             transformer=builder, maybe_placeholders=True, **_PLUGINS)
         _BUILDER = builder
     return _BUILDER

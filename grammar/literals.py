@@ -12,6 +12,7 @@ import re
 import ml_dtypes
 import numpy as np
 
+from ..attributes import split_top_level
 from ..ir import ELIDED, Literal
 from ..shape import AnyShape, Shape
 
@@ -34,7 +35,7 @@ class LiteralError(ValueError):
 def parse_literal(text: str, shape: AnyShape) -> Literal:
     text = text.strip()
     if shape.is_tuple:
-        items = _split_top_level(_strip_parens(text))
+        items = split_top_level(_strip_parens(text))
         if len(items) != len(shape.elements):
             raise LiteralError(f"tuple literal has {len(items)} elements, shape has "
                                f"{len(shape.elements)}")
@@ -224,20 +225,3 @@ def _strip_parens(text: str) -> str:
     if not (text.startswith("(") and text.endswith(")")):
         raise LiteralError(f"expected a tuple literal (...), got {text!r}")
     return text[1:-1]
-
-
-def _split_top_level(text: str) -> list[str]:
-    """Split on commas outside braces and parentheses."""
-    items, depth, start = [], 0, 0
-    for i, ch in enumerate(text):
-        if ch in "({":
-            depth += 1
-        elif ch in ")}":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            items.append(text[start:i].strip())
-            start = i + 1
-    items.append(text[start:].strip())
-    if len(items) > 1 and items[-1] == "":      # a trailing comma
-        items.pop()
-    return [] if items == [""] else items

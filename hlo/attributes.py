@@ -244,7 +244,35 @@ def _computation(text: str) -> ComputationRef:
 
 
 def _computations(text: str) -> tuple[ComputationRef, ...]:
-    return tuple(_computation(t) for t in re.split(r"[,\s]+", _braced_body(text)) if t)
+    """`{b0, b1}`, or inline bodies `{ {...}, {...} }`."""
+    return tuple(_computation(t) for t in split_top_level(_braced_body(text)))
+
+
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+
+
+def split_top_level(text: str) -> list[str]:
+    """Items of a comma-separated list, split outside braces, parentheses and strings; a
+    trailing comma is allowed."""
+    items, depth, start, i = [], 0, 0, 0
+    while i < len(text):
+        ch = text[i]
+        if ch == '"':
+            m = _STRING.match(text, i)
+            i = m.end() if m else len(text)
+            continue
+        if ch in "({":
+            depth += 1
+        elif ch in ")}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            items.append(text[start:i].strip())
+            start = i + 1
+        i += 1
+    items.append(text[start:].strip())
+    if len(items) > 1 and items[-1] == "":      # a trailing comma
+        items.pop()
+    return [] if items == [""] else items
 
 
 def _names(text: str) -> tuple[str, ...]:

@@ -55,12 +55,40 @@ CASES = [
     ("HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT s = f32[1] slice(p), slice={[0:1:x]}\n}", 4, 35, "bad slice"),
     ("HloModule m\nENTRY e {\n  p = f32[2] parameter(0), control-predecessors={nope}\n}", 3, 49, "control predecessor 'nope'"),
     ("HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT d = f32[2] dot(p, p), lhs_contracting_dims={0}, rhs_contracting_dims={0}\n}", None, None, ""),
+    # What XLA refuses, refused here at the offending token.
+    ("HloModule m\nENTRY e {\n  ROOT pé = f32[2] parameter(0)\n}", 3, 9, "unexpected 'é'"),
+    ("HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT t = (f32[2]) tuple(p), lhs_batch_dims={0}\n}", 4, 31, "tuple takes no attribute 'lhs_batch_dims'"),
+    ("HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT l = f32[2] log(p), dimensions={0}\n}", 4, 27, "log takes no attribute 'dimensions'"),
+    ("HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT r = f32[] reduce(p, p), dimensions={0}\n}", 4, 18, "reduce needs the attribute to_apply"),
+    ("HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT d = f32[] dot(p, p), lhs_contracting_dims={0}, rhs_contracting_dims={0}, algorithm=dot_f32_garbage\n}", 4, 91, "'dot_f32_garbage' is not one of"),
+    ("HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT d = f32[] dot(p, p), operand_precision={highest,fast}\n}", 4, 47, "'fast' is not one of default, high, highest"),
+    ("HloModule m, is_sheduled=true\nENTRY e {\n  ROOT p = f32[2] parameter(0)\n}", 1, 14, "unexpected module attribute 'is_sheduled'"),
+    ("HloModule m, entry_computation_layout={(f32[2]{0})}\nENTRY e {\n  ROOT p = f32[2] parameter(0)\n}", 1, 51, "expected '->'"),
+    ("HloModule m\nENTRY e {\n  ROOT p = f32[8,128]{1,0:S(1)T(8,128)} parameter(0)\n}", 3, 12, "malformed layout part ':S(1)T(8,128)'"),
+    ("HloModule m\nENTRY e {\n  ROOT p = f32[8,128]{:T(8,128)} parameter(0)\n}", 3, 12, "not a permutation"),
+    ("HloModule m\nENTRY e {\n  ROOT c = u32[2] constant({1, -1})\n}", 3, 19, "value -1 is out of range for u32"),
+    ("HloModule m\nENTRY e {\n  ROOT c = f32[2] constant({1, +2})\n}", 3, 19, "bad float value '+2'"),
+    ("HloModule m\nENTRY e {\n  ROOT c = f64[] constant(1e400)\n}", 3, 18, "out of range for a double"),
+    ("HloModule m\nENTRY e {\n  ROOT c = c64[] constant((1, 1e39))\n}", 3, 18, "out of range for c64"),
+    ("HloModule m\nENTRY e {\n  ROOT c = bf16[] constant(nan(0x80))\n}", 3, 19, "NaN payload 0x80 is invalid"),
+    ("HloModule m\nENTRY e {\n  ROOT c = f8e4m3fn[] constant(nan(0x1))\n}", 3, 23, "no NaN with a payload"),
+    ("HloModule m\nENTRY e {\n  ROOT c = f32[0] constant(1)\n}", 3, 19, "has no elements"),
+    ("HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT a = f32[2] add(p, f32[2])\n}", 4, 26, "an operand needs a name"),
+    ("%c (x: f32[2]) -> f32[2] {\n  ROOT x = f32[2] parameter(0)\n}", 1, 4, "expected '='"),
     ("", 1, None, "unexpected end of input"),
     ("HloModule m\nENTRY e {\n  p = f32[2] parameter(0) $\n}", 3, 27, "unexpected '$'"),
 ]
 
+# XLA's parser takes these; XLA's verifier (or compiler) refuses them, and so do we, at parse.
+VERIFIER_CASES = [
+    ("HloModule m, entry_computation_layout={(f32[2]{0}, f32[2]{0})->f32[2]{0}}\nENTRY e {\n  ROOT p = f32[2] parameter(0)\n}", 1, 39, "entry_computation_layout has 2 parameters"),
+    ("HloModule m, entry_computation_layout={(f32[3]{0})->f32[3]{0}}\nENTRY e {\n  ROOT p = f32[2] parameter(0)\n}", 1, 39, "says parameter 0 is f32[3]{0}, it is f32[2]"),
+    ("HloModule m, entry_computation_layout={(f32[2]{0})->s32[2]{0}}\nENTRY e {\n  ROOT p = f32[2] parameter(0)\n}", 1, 39, "says the result is s32[2]{0}"),
+    ("HloModule m\nENTRY e {\n  ROOT p = f32[8,128]{1,0:T(0,128)} parameter(0)\n}", 3, 12, "tile (0,128) has a dimension that is not positive"),
+]
 
-@pytest.mark.parametrize("text, line, column, fragment", CASES)
+
+@pytest.mark.parametrize("text, line, column, fragment", CASES + VERIFIER_CASES)
 def test_malformed_input_gives_one_positioned_error(text, line, column, fragment):
     if line is None:        # valid: must parse
         hlo_opt.parse(text)
@@ -74,6 +102,21 @@ def test_malformed_input_gives_one_positioned_error(text, line, column, fragment
         assert e.column == column
     rendered = str(e)
     assert rendered.startswith(f"bad.hlo:{line}:") and "\n" not in rendered
+
+
+@pytest.mark.parametrize("text, line, column, fragment", CASES)
+def test_xla_parser_agrees(text, line, column, fragment, xla):
+    """Each case above is accepted or refused by XLA's own parser alike."""
+    if line is None:
+        xla.parse(text)
+    else:
+        with pytest.raises(xla.XlaError):
+            xla.parse(text)
+
+
+@pytest.mark.parametrize("text, line, column, fragment", VERIFIER_CASES)
+def test_xla_parser_takes_what_its_verifier_refuses(text, line, column, fragment, xla):
+    xla.parse(text)
 
 
 def test_cli_reports_error_in_one_line_with_exit_code_2(tmp_path):
