@@ -20,6 +20,7 @@ from ..errors import HloError
 from ..ir import Computation, Instruction, Module
 from ..ops import OPS, attribute_rules
 from ..shape import UNBOUNDED, Layout, Shape, TupleShape
+from .async_ops import async_step, check_async
 from .layouts import check_layout_tail
 from .literals import LiteralError, parse_literal
 
@@ -96,6 +97,7 @@ class _Builder(Transformer):
         self.entry_layout_tok = None
         self.single: _Scope | None = None
         self.shape_tok = None
+        self.async_calls: set[int] = set()     # computations generic async-starts call
         try:
             if _MODULE_START.match(text):
                 return self.lark.parse(text, start="start")
@@ -133,6 +135,9 @@ class _Builder(Transformer):
                                  name_tok)
             if name in self.module_attrs:
                 raise self.error(f"duplicate module attribute '{name}'", name_tok)
+            pattern = attributes.MODULE_ATTRIBUTES[name]
+            if pattern is not None and not pattern.fullmatch(value_tok.value):
+                raise self.error(f"malformed {name} value {value_tok.value[:60]!r}", value_tok)
             if name == "entry_computation_layout":
                 self.entry_layout_tok = value_tok
             self.module_attrs[name] = attributes.Raw(value_tok.value)
@@ -312,7 +317,7 @@ class _Builder(Transformer):
         rules = attribute_rules(opcode)
         if rules is None:
             raise self.error(f"unknown opcode '{opcode}'", tok)
-        attrs = self._decode_attributes(attr_pairs, name, opcode, rules[0])
+        attrs = self._decode_attributes(attr_pairs, name, opcode, rules[0], operands)
         missing = rules[1] - attrs.keys()
         if missing:
             raise self.error(f"{opcode} needs the attribute {sorted(missing)[0]}", tok)
@@ -341,6 +346,10 @@ class _Builder(Transformer):
                 shape = self._infer(opcode, operands, attrs, info, tok)
             inst = Instruction(name, opcode, shape, operands, attrs,
                                line=name_tok.line, column=name_tok.column)
+            if info is None or info.category == "control":
+                problem = async_step(opcode) and check_async(inst, self.async_calls)
+                if problem:
+                    raise self.error(problem, tok)
         self.scope.insts.append(inst)
         self.scope.names[name] = inst
         return inst
@@ -354,7 +363,8 @@ class _Builder(Transformer):
         except HloError as e:
             raise self.error(f"cannot infer the shape of {opcode}: {e.message}", tok) from None
 
-    def _decode_attributes(self, pairs, inst_name: str, opcode: str, allowed) -> dict:
+    def _decode_attributes(self, pairs, inst_name: str, opcode: str, allowed,
+                           operands) -> dict:
         attrs: dict = {}
         for name_tok, value_tok in pairs:
             name = name_tok.value[:-1]
@@ -378,8 +388,25 @@ class _Builder(Transformer):
                 if missing:
                     raise self.error(f"control predecessor '{missing[0]}' is not defined",
                                      value_tok)
+            elif name == "operand_layout_constraints":
+                self._check_operand_layouts(value_tok, operands)
             attrs[name] = value
         return attrs
+
+    def _check_operand_layouts(self, tok, operands) -> None:
+        """`operand_layout_constraints={f32[2,3]{0,1}, s32[]}`: one shape per operand, each
+        the operand's shape up to layout."""
+        shapes = self._parse_at(tok.value, tok, "braced_shapes")
+        if len(shapes) != len(operands):
+            raise self.error(f"{len(shapes)} operand layout constraints for "
+                             f"{len(operands)} operands", tok)
+        for number, (shape, operand) in enumerate(zip(shapes, operands)):
+            if not shape.compatible(operand.shape, dynamic=False):
+                raise self.error(f"operand layout constraint {shape} does not fit operand "
+                                 f"{number}, {operand.shape}", tok)
+
+    def braced_shapes(self, c):
+        return c[0] or []
 
     def _resolve(self, ref: attributes.ComputationRef, tok, inline_name: str) -> Computation:
         if ref.inline_body is not None:
@@ -556,7 +583,7 @@ def _parser() -> _Builder:
         builder = _Builder()
         builder.lark = Lark(grammar, parser="lalr", lexer="contextual",
                             start=["start", "single_instruction", "inline_body",
-                                   "computation_layout"],
+                                   "computation_layout", "braced_shapes"],
                             transformer=builder, maybe_placeholders=True, **_PLUGINS)
         _BUILDER = builder
     return _BUILDER

@@ -96,12 +96,36 @@ class ConvDimLabels:
         return self._spatial(self.out)
 
 
-# The attributes a module header may carry (`HloModule m, is_scheduled=true, ...`).
-MODULE_ATTRIBUTES = frozenset((
-    "alias_passthrough_params", "allow_spmd_sharding_propagation_to_output",
-    "allow_spmd_sharding_propagation_to_parameters", "buffer_donor", "entry_computation_layout",
-    "frontend_attributes", "input_output_alias", "is_scheduled", "num_partitions",
-    "origin_recovery_table", "replica_count"))
+def _list_of(item: str, trailing_comma: bool = False) -> str:
+    """Regex of a comma-separated list of `item` in braces."""
+    comma = ",?\\s*" if trailing_comma else ""
+    return rf"\{{\s*(?:{item}\s*(?:,\s*{item}\s*)*{comma})?\}}"
+
+
+_INT_RE = r"-?[0-9]+"
+_BOOL_RE = r"(?:true|false)"
+_NUMBER_RE = r"-?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
+_SHAPE_INDEX_RE = _list_of(_INT_RE)
+_ALIAS_RE = (rf"{_SHAPE_INDEX_RE}\s*:\s*\(\s*{_INT_RE}\s*,\s*{_SHAPE_INDEX_RE}\s*"
+             rf"(?:,\s*(?:may|must)-alias\s*)?\)")
+_TOLERANCE_RE = rf"(?:atol|rtol|ulps)=\s*{_NUMBER_RE}"
+
+# The attributes a module header may carry, each with the form of its value where it is
+# checked here (entry_computation_layout is parsed by the grammar, the rest carried).
+MODULE_ATTRIBUTES: dict[str, re.Pattern | None] = {
+    name: None if pattern is None else re.compile(pattern) for name, pattern in {
+        "alias_passthrough_params": _BOOL_RE,
+        "allow_spmd_sharding_propagation_to_output": rf"{_BOOL_RE}|{_list_of(_BOOL_RE)}",
+        "allow_spmd_sharding_propagation_to_parameters": rf"{_BOOL_RE}|{_list_of(_BOOL_RE)}",
+        "buffer_donor": _list_of(rf"\(\s*{_INT_RE}\s*,\s*{_SHAPE_INDEX_RE}\s*\)", True),
+        "entry_computation_layout": None,
+        "frontend_attributes": None,
+        "input_output_alias": _list_of(_ALIAS_RE, True),
+        "is_scheduled": _BOOL_RE,
+        "num_partitions": _INT_RE,
+        "origin_recovery_table": None,
+        "replica_count": _INT_RE,
+    }.items()}
 
 SliceDim = tuple[int, int, int]             # (start, limit, stride)
 PadDim = tuple[int, int, int]               # (low, high, interior)
@@ -145,6 +169,7 @@ KINDS: dict[str, str] = {
     "dim_labels": "dim_labels",
     "operand_precision": "enum_list",
     "control-predecessors": "names",
+    "result_accuracy": "result_accuracy",
 }
 
 _PRECISIONS = "default high highest"
@@ -232,6 +257,18 @@ def _enum(name: str, text: str) -> str:
     if text not in values and not (name in _IGNORES_CASE and text.lower() in values):
         raise AttributeError_(f"{text!r} is not one of {', '.join(sorted(values))}")
     return text
+
+
+_RESULT_ACCURACY = re.compile(
+    rf"\{{\s*(?:mode=\s*(?i:default|highest)|tolerance=\s*{_list_of(_TOLERANCE_RE)})\s*\}}")
+
+
+def _result_accuracy(text: str) -> Raw:
+    """`{mode=highest}` or `{tolerance={atol=0,rtol=0.5,ulps=1}}`, checked and carried."""
+    if not _RESULT_ACCURACY.fullmatch(text):
+        raise AttributeError_(f"expected {{mode=default|highest}} or {{tolerance={{atol=.., "
+                              f"rtol=.., ulps=..}}}}, got {text!r}")
+    return Raw(text)
 
 
 def _computation(text: str) -> ComputationRef:
@@ -418,6 +455,7 @@ _CODECS = {
     "dim_labels": (_dim_labels, lambda d: f"{d.lhs}_{d.rhs}->{d.out}"),
     "enum_list": (_enum_list, lambda v: "{" + ",".join(v) + "}"),
     "names": (_names, lambda v: "{" + ", ".join(v) + "}"),
+    "result_accuracy": (_result_accuracy, None),        # decodes to Raw, printed verbatim
 }
 
 

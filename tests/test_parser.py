@@ -345,6 +345,26 @@ XLA_FORMS = {
       p = f32[2,2] parameter(0)
       ROOT d = f32[2,2] dot(p, p), lhs_contracting_dims={1}, rhs_contracting_dims={0}, operand_precision={HIGHEST,default}, algorithm=DOT_F32_F32_F32
     }""",
+    "module attribute values": """HloModule m, is_scheduled=false, replica_count=1, input_output_alias={ {0}: (0, {}, may-alias), }, buffer_donor={ (1, {}) }, allow_spmd_sharding_propagation_to_output={true}
+    ENTRY e {
+      p = f32[2] parameter(0)
+      q = f32[2] parameter(1)
+      ROOT t = (f32[2]) tuple(p)
+    }""",
+    "result accuracy and operand layouts": """HloModule m
+    ENTRY e {
+      p = f32[2,3] parameter(0)
+      x = f32[2,3] exponential(p), result_accuracy={tolerance={atol=0,rtol=0.5,ulps=1}}
+      ROOT c = f32[3,2] custom-call(x), custom_call_target="t", operand_layout_constraints={f32[2,3]{0,1}}
+    }""",
+    "a generic async chain": """HloModule m
+    c { a = f32[2] parameter(0)  ROOT n = f32[2] negate(a) }
+    ENTRY e {
+      p = f32[2] parameter(0)
+      s = ((f32[2]), f32[2], s32[]) async-start(p), calls=c
+      u = ((f32[2]), f32[2], s32[]) async-update(s), calls=c
+      ROOT d = f32[2] async-done(u)
+    }""",
     "an async wrapper takes the wrapped op's attributes": """HloModule m
     ENTRY e {
       p = f32[2] parameter(0)
