@@ -148,13 +148,8 @@ class _Builder(Transformer):
         requires; XLA's parser alone would take a mismatched one."""
         params, result = self._parse_at(tok.value, tok, "computation_layout")
         declared = sorted(entry.parameters, key=lambda p: p.parameter_number)
-        if len(params) != len(declared):
-            raise self.error(f"entry_computation_layout has {len(params)} parameters, entry "
-                             f"computation '{entry.name}' has {len(declared)}", tok)
-        for number, (layout_shape, param) in enumerate(zip(params, declared)):
-            if not layout_shape.compatible(param.shape, dynamic=False):
-                raise self.error(f"entry_computation_layout says parameter {number} is "
-                                 f"{layout_shape}, it is {param.shape}", tok)
+        self._check_listed_shapes(params, declared, "entry_computation_layout", "parameter",
+                                  tok)
         if not result.compatible(entry.root.shape, dynamic=False):
             raise self.error(f"entry_computation_layout says the result is {result}, it is "
                              f"{entry.root.shape}", tok)
@@ -397,13 +392,18 @@ class _Builder(Transformer):
         """`operand_layout_constraints={f32[2,3]{0,1}, s32[]}`: one shape per operand, each
         the operand's shape up to layout."""
         shapes = self._parse_at(tok.value, tok, "braced_shapes")
-        if len(shapes) != len(operands):
-            raise self.error(f"{len(shapes)} operand layout constraints for "
-                             f"{len(operands)} operands", tok)
-        for number, (shape, operand) in enumerate(zip(shapes, operands)):
-            if not shape.compatible(operand.shape, dynamic=False):
-                raise self.error(f"operand layout constraint {shape} does not fit operand "
-                                 f"{number}, {operand.shape}", tok)
+        self._check_listed_shapes(shapes, operands, "operand_layout_constraints", "operand",
+                                  tok)
+
+    def _check_listed_shapes(self, listed, insts, attribute: str, role: str, tok) -> None:
+        """The shapes an attribute lists name those of `insts`, one for one, up to layout."""
+        if len(listed) != len(insts):
+            raise self.error(f"{attribute} lists {len(listed)} shapes for {len(insts)} "
+                             f"{role}s", tok)
+        for number, (shape, inst) in enumerate(zip(listed, insts)):
+            if not shape.compatible(inst.shape, dynamic=False):
+                raise self.error(f"{attribute} lists {shape} for {role} {number}, which is "
+                                 f"{inst.shape}", tok)
 
     def braced_shapes(self, c):
         return c[0] or []

@@ -84,15 +84,15 @@ CASES = [
     ("HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  s = ((f32[2]), f32[2], s32[]) custom-call-start(p), custom_call_target=\"foo\"\n  ROOT d = f32[2] call-done(s)\n}", 5, 19, "call-done continues custom-call-start"),
     ("HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  s = ((f32[2]), f32[2], s32[]) custom-call-start(p), custom_call_target=\"foo\"\n  ROOT d = f32[2] custom-call-done(s), async_execution_thread=\"t\"\n}", 5, 19, "async_execution_thread is 't', the async-start's is 'main'"),
     ("HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT d = f32[2] custom-call-done(p)\n}", 4, 19, "takes one operand, the async-start or -update it continues"),
-    ("HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT c = f32[2] custom-call(p, p), custom_call_target=\"x\", operand_layout_constraints={f32[2]{0}}\n}", 4, 89, "1 operand layout constraints for 2 operands"),
+    ("HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT c = f32[2] custom-call(p, p), custom_call_target=\"x\", operand_layout_constraints={f32[2]{0}}\n}", 4, 89, "operand_layout_constraints lists 1 shapes for 2 operands"),
     ("", 1, None, "unexpected end of input"),
     ("HloModule m\nENTRY e {\n  p = f32[2] parameter(0) $\n}", 3, 27, "unexpected '$'"),
 ]
 
 # XLA's parser takes these; XLA's verifier (or compiler) refuses them, and so do we, at parse.
 VERIFIER_CASES = [
-    ("HloModule m, entry_computation_layout={(f32[2]{0}, f32[2]{0})->f32[2]{0}}\nENTRY e {\n  ROOT p = f32[2] parameter(0)\n}", 1, 39, "entry_computation_layout has 2 parameters"),
-    ("HloModule m, entry_computation_layout={(f32[3]{0})->f32[3]{0}}\nENTRY e {\n  ROOT p = f32[2] parameter(0)\n}", 1, 39, "says parameter 0 is f32[3]{0}, it is f32[2]"),
+    ("HloModule m, entry_computation_layout={(f32[2]{0}, f32[2]{0})->f32[2]{0}}\nENTRY e {\n  ROOT p = f32[2] parameter(0)\n}", 1, 39, "entry_computation_layout lists 2 shapes for 1 parameters"),
+    ("HloModule m, entry_computation_layout={(f32[3]{0})->f32[3]{0}}\nENTRY e {\n  ROOT p = f32[2] parameter(0)\n}", 1, 39, "lists f32[3]{0} for parameter 0, which is f32[2]"),
     ("HloModule m, entry_computation_layout={(f32[2]{0})->s32[2]{0}}\nENTRY e {\n  ROOT p = f32[2] parameter(0)\n}", 1, 39, "says the result is s32[2]{0}"),
     ("HloModule m\nENTRY e {\n  ROOT p = f32[8,128]{1,0:T(0,128)} parameter(0)\n}", 3, 12, "tile (0,128) has a dimension that is not positive"),
 ]
