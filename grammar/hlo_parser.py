@@ -531,22 +531,23 @@ def _array_shape(text: str) -> Shape:
     """`f32[8,<=4,?]{2,1,0:T(8,128)}` -> Shape; cached, shapes repeat throughout a module."""
     m = _ARRAY_SHAPE.fullmatch(text)
     etype, dims_text, layout_text = m.group(1), m.group(2).strip(), m.group(3)
+    shown = _one_line(text)
     dims, dynamic = [], []
     for d in (dims_text.split(",") if dims_text else ()):
         d = d.strip()
         if d == "?":
             dims.append(UNBOUNDED), dynamic.append(True)
         elif d.startswith("<="):
-            dims.append(_dim(d[2:], text)), dynamic.append(True)
+            dims.append(_dim(d[2:], shown)), dynamic.append(True)
         else:
-            dims.append(_dim(d, text)), dynamic.append(False)
+            dims.append(_dim(d, shown)), dynamic.append(False)
     layout = None
     if layout_text is not None:
         order_text, _, tail = layout_text.partition(":")
-        order = tuple(_dim(x.strip(), text) for x in order_text.split(",") if x.strip())
+        order = tuple(_dim(x.strip(), shown) for x in order_text.split(",") if x.strip())
         if sorted(order) != list(range(len(dims))):
             raise ValueError(f"layout {{{layout_text}}} is not a permutation of the "
-                             f"{len(dims)} dimensions of {text}")
+                             f"{len(dims)} dimensions of {shown}")
         if tail.strip():
             check_layout_tail(tail)
         layout = Layout(order, tail.strip())
@@ -554,9 +555,17 @@ def _array_shape(text: str) -> Shape:
 
 
 def _dim(text: str, shape_text: str) -> int:
-    if not text.isdigit():
-        raise ValueError(f"bad dimension '{text}' in {shape_text}")
+    """A dimension or layout entry: an integer XLA's lexer reads (`-0` is 0), not negative."""
+    digits = text[1:] if text.startswith("-") else text
+    if not (digits.isascii() and digits.isdigit()) or int(text) < 0:
+        raise ValueError(f"bad dimension '{_one_line(text)}' in {shape_text}")
     return int(text)
+
+
+def _one_line(text: str, limit: int = 80) -> str:
+    """`text` for a one-line message: whitespace runs as one space, cut at `limit`."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 @lru_cache(maxsize=16384)
@@ -566,9 +575,12 @@ def _decode_cached(name: str, text: str):
 
 def _decode(name: str, text: str):
     """Typed attribute values are immutable, so equal texts share one decoded value; Raw
-    attributes (metadata, mostly unique) skip the cache."""
-    if name not in attributes.KINDS:
+    attributes and metadata (mostly unique) skip the cache."""
+    kind = attributes.KINDS.get(name)
+    if kind is None:
         return attributes.Raw(text)
+    if kind in attributes.UNCACHED_KINDS:
+        return attributes.decode(name, text)
     return _decode_cached(name, text)
 
 

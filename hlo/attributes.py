@@ -103,6 +103,7 @@ def _list_of(item: str, trailing_comma: bool = False) -> str:
 
 
 _INT_RE = r"-?[0-9]+"
+_STRING_RE = r'"[^"\\]*(?:\\.[^"\\]*)*"'
 _BOOL_RE = r"(?:true|false)"
 _NUMBER_RE = r"-?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
 _SHAPE_INDEX_RE = _list_of(_INT_RE)
@@ -170,7 +171,10 @@ KINDS: dict[str, str] = {
     "operand_precision": "enum_list",
     "control-predecessors": "names",
     "result_accuracy": "result_accuracy",
+    "metadata": "metadata",
 }
+# Kinds whose texts rarely repeat (one per instruction): decoded without a cache.
+UNCACHED_KINDS = frozenset({"metadata"})
 
 _PRECISIONS = "default high highest"
 _DOT_ALGORITHMS = ("unset dot_any_f8_any_f8_f32 dot_any_f8_any_f8_f32_fast_accum dot_f16_f16_f16 "
@@ -259,6 +263,22 @@ def _enum(name: str, text: str) -> str:
     return text
 
 
+_METADATA_KEYS = ("deduplicated_name|metadata_payload|op_name|op_type|profile_type|"
+                  "scheduling_name|source_column|source_end_column|source_end_line|source_file|"
+                  "source_line|stack_frame_id")
+_METADATA_ITEM = rf"(?:{_METADATA_KEYS})=(?:{_STRING_RE}|-?[0-9]+|\{{[^{{}}]*\}})"
+_METADATA_RE = rf"\{{\s*(?:{_METADATA_ITEM}(?:\s*,?\s*{_METADATA_ITEM})*)?\s*\}}"
+_METADATA = re.compile(_METADATA_RE)
+
+
+def _metadata(text: str) -> Raw:
+    """`{op_name="a/b" source_line=3 ...}`, checked and carried."""
+    if not _METADATA.fullmatch(text):
+        raise AttributeError_(f"expected {{key=value ...}} with keys "
+                              f"{_METADATA_KEYS.replace('|', ', ')}, got {text[:80]!r}")
+    return Raw(text)
+
+
 _RESULT_ACCURACY = re.compile(
     rf"\{{\s*(?:mode=\s*(?i:default|highest)|tolerance=\s*{_list_of(_TOLERANCE_RE)})\s*\}}")
 
@@ -285,7 +305,7 @@ def _computations(text: str) -> tuple[ComputationRef, ...]:
     return tuple(_computation(t) for t in split_top_level(_braced_body(text)))
 
 
-_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_STRING = re.compile(_STRING_RE)
 
 
 def split_top_level(text: str) -> list[str]:
@@ -456,6 +476,7 @@ _CODECS = {
     "enum_list": (_enum_list, lambda v: "{" + ",".join(v) + "}"),
     "names": (_names, lambda v: "{" + ", ".join(v) + "}"),
     "result_accuracy": (_result_accuracy, None),        # decodes to Raw, printed verbatim
+    "metadata": (_metadata, None),
 }
 
 

@@ -298,12 +298,14 @@ XLA_FORMS = {
     }""",
     "names that end in a colon": """HloModule no_root:
     ENTRY e: {
+      x:= f32[] constant(2)
       y: = f32[] constant(1)
     }""",
     "whitespace between type, dims and layout": """HloModule m
     ENTRY e {
-      ROOT p = f32 [2,3]
-        {0,1} parameter(0)
+      ROOT p = f32 [2,
+        3]
+        {1,-0} parameter(0)
     }""",
     "literal forms": """HloModule m
     ENTRY e {

@@ -75,6 +75,8 @@ CASES = [
     ("HloModule m\nENTRY e {\n  ROOT c = f32[0] constant(1)\n}", 3, 19, "has no elements"),
     ("HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT a = f32[2] add(p, f32[2])\n}", 4, 26, "an operand needs a name"),
     ("%c (x: f32[2]) -> f32[2] {\n  ROOT x = f32[2] parameter(0)\n}", 1, 4, "expected '='"),
+    ("HloModule m\nENTRY e {\n  ROOT p = f32[2] parameter(0), metadata={op_nme=\"x\"}\n}", 3, 42, "metadata: expected {key=value ...}"),
+    ("HloModule m\nENTRY e {\n  c= f32[2] parameter(0)\n}", 3, 3, "unexpected 'c='"),
     ("HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT x = f32[2] exponential(p), result_accuracy={mode=high}\n}", 4, 51, "result_accuracy: expected {mode=default|highest}"),
     ("HloModule m, input_output_alias={ {0, a}: (0, {0}) }\nENTRY e {\n  ROOT p = f32[2] parameter(0)\n}", 1, 33, "malformed input_output_alias"),
     ("HloModule m, is_scheduled=1\nENTRY e {\n  ROOT p = f32[2] parameter(0)\n}", 1, 27, "malformed is_scheduled value '1'"),
