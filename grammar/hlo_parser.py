@@ -294,7 +294,7 @@ class _Builder(Transformer):
     def operand_nested(self, c):
         shape, call = c
         kind, tok, _ = call
-        opcode = tok.value.split("(", 1)[0] if kind != "op" else tok.value
+        opcode = tok.value.split("(", 1)[0].rstrip() if kind != "op" else tok.value
         base = f"{opcode}.anon"
         name, n = base, 0
         while name in self.scope.names:
@@ -328,7 +328,7 @@ class _Builder(Transformer):
             if shape is None:
                 raise self.error("constant needs an explicit shape", tok)
             try:
-                literal = parse_literal(tok.value[len("constant("):-1], shape)
+                literal = parse_literal(tok.value[tok.value.index("(") + 1:-1], shape)
             except LiteralError as e:
                 raise self.error(str(e), tok) from None
             inst = Instruction(name, "constant", shape, (), attrs, literal=literal,
@@ -523,7 +523,7 @@ def _tuple_depth(elements) -> int:
     return depth
 
 
-_ARRAY_SHAPE = re.compile(r"([a-z0-9_]+)\s*\[([^\]]*)\]\s*(?:\{([^\n]*)\})?", re.S)
+_ARRAY_SHAPE = re.compile(r"([a-z0-9_]+)\s*\[([^\]]*)\]\s*(?:\{(.*)\})?", re.S)
 
 
 @lru_cache(maxsize=8192)

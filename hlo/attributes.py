@@ -431,6 +431,9 @@ def _encode_padding(value: tuple[PadDim, ...]) -> str:
     return "x".join(f"{lo}_{hi}_{i}" if i else f"{lo}_{hi}" for lo, hi, i in value)
 
 
+_SLICE_RANGES = re.compile(r"(?:\[[^\]]*\](?:\s*,\s*\[[^\]]*\])*)?")
+
+
 def _slice(text: str) -> tuple[SliceDim, ...]:
     body = _braced_body(text)
     dims = []
@@ -443,7 +446,7 @@ def _slice(text: str) -> tuple[SliceDim, ...]:
         except ValueError:
             raise AttributeError_(f"bad slice range [{m.group(1)}]") from None
         dims.append((start, limit, stride))
-    if re.sub(r"\[[^\]]*\]|[,\s]", "", body):
+    if not _SLICE_RANGES.fullmatch(body):
         raise AttributeError_(f"bad slice {text!r}")
     return tuple(dims)
 
