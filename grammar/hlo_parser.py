@@ -197,6 +197,10 @@ class _Builder(Transformer):
                 raise self.error(f"unexpected computation attribute '{attr_tok.value[:-1]}'",
                                  attr_tok)
             thread = self._decode_string(value_tok)
+        numbers = sorted(p.parameter_number for p in scope.insts if p.opcode == "parameter")
+        if numbers != list(range(len(numbers))):
+            raise self.error(f"the parameters of '{name}' are numbered {numbers}, not 0 to "
+                             f"{len(numbers) - 1}", name_tok)
         comp = Computation(name, scope.insts, root, thread, name_tok.line, name_tok.column)
         if signature is not None:
             self._check_signature(comp, signature, name_tok)

@@ -267,7 +267,7 @@ _METADATA_KEYS = ("deduplicated_name|metadata_payload|op_name|op_type|profile_ty
                   "scheduling_name|source_column|source_end_column|source_end_line|source_file|"
                   "source_line|stack_frame_id")
 _METADATA_ITEM = rf"(?:{_METADATA_KEYS})=(?:{_STRING_RE}|-?[0-9]+|\{{[^{{}}]*\}})"
-_METADATA_RE = rf"\{{\s*(?:{_METADATA_ITEM}(?:\s*,?\s*{_METADATA_ITEM})*)?\s*\}}"
+_METADATA_RE = rf"\{{\s*(?:,?\s*{_METADATA_ITEM}\s*)*\}}"     # a comma may precede each
 _METADATA = re.compile(_METADATA_RE)
 
 
