@@ -317,7 +317,9 @@ class _Builder(Transformer):
         rules = attribute_rules(opcode)
         if rules is None:
             raise self.error(f"unknown opcode '{opcode}'", tok)
-        attrs = self._decode_attributes(attr_pairs, name, opcode, rules[0], operands)
+        attrs = {}
+        if attr_pairs:
+            attrs = self._decode_attributes(attr_pairs, name, opcode, rules[0], operands)
         if rules[1] and not rules[1] <= attrs.keys():
             missing = sorted(rules[1] - attrs.keys())
             raise self.error(f"{opcode} needs the attribute {missing[0]}", tok)
