@@ -199,7 +199,7 @@ class _Builder(Transformer):
             thread = self._decode_string(value_tok)
         numbers = sorted(p.parameter_number for p in scope.insts if p.opcode == "parameter")
         if numbers != list(range(len(numbers))):
-            raise self.error(f"the parameters of '{name}' are numbered {numbers}, not 0 to "
+            raise self.error(f"parameter numbers of '{name}' are {numbers}, not 0 to "
                              f"{len(numbers) - 1}", name_tok)
         comp = Computation(name, scope.insts, root, thread, name_tok.line, name_tok.column)
         if signature is not None:
