@@ -495,8 +495,8 @@ class _Builder(Transformer):
 
 
 _TERMINAL_NAMES = {
-    "NAME": "a name", "DEF_NAME": "a name", "ATTR_NAME": "an attribute (name=value)", "ATTR_VALUE":
-    "an attribute value", "ARRAY_SHAPE": "a shape", "CONSTANT_CALL": "constant(...)",
+    "NAME": "a name", "DEF_NAME": "a name", "ATTR_NAME": "an attribute (name=value)",
+    "ATTR_VALUE": "an attribute value", "ARRAY_SHAPE": "a shape", "CONSTANT_CALL": "constant(...)",
     "PARAMETER_CALL": "parameter(N)", "ENTRY": "ENTRY", "ROOT": "ROOT",
     "STACK_TABLE": "a stack-frame table", "STACK_ENTRY": "a table entry",
 }
@@ -552,8 +552,8 @@ def _array_shape(text: str) -> Shape:
         order_text, _, tail = layout_text.partition(":")
         order = tuple(_dim(x.strip(), shown) for x in order_text.split(",") if x.strip())
         if sorted(order) != list(range(len(dims))):
-            raise ValueError(f"layout {{{layout_text}}} is not a permutation of the "
-                             f"{len(dims)} dimensions of {shown}")
+            raise ValueError(f"layout {{{_one_line(layout_text)}}} is not a permutation of "
+                             f"the {len(dims)} dimensions of {shown}")
         if tail.strip():
             check_layout_tail(tail)
         layout = Layout(order, tail.strip())
