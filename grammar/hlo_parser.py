@@ -18,8 +18,10 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput
 from .. import attributes
 from ..errors import HloError
 from ..ir import Computation, Instruction, Module
-from ..ops import OPS, async_wrapped
+from ..ops import OPS, attribute_rules
 from ..shape import UNBOUNDED, Layout, Shape, TupleShape
+from .async_ops import async_step, check_async
+from .layouts import check_layout_tail
 from .literals import LiteralError, parse_literal
 
 try:                                    # the Cython lexer/parser: same results, ~2x faster
@@ -34,7 +36,35 @@ MAX_TUPLE_DEPTH = 64                    # deeper tuple shapes are refused, not r
 def parse_module(text: str, filename: str | None = None) -> Module:
     """Parse one HLO module. Raises HloError(file:line:col) on any bad input."""
     with _LOCK:
-        return _parser().parse_module(text, filename)
+        return _parser().parse_module(blank_comments(text), filename)
+
+
+# XLA reads a module when the text starts with `HloModule` or `ENTRY` or its second token is
+# `{` (`name {`); any other text is one instruction.
+_MODULE_START = re.compile(r"\s*(?:(?:HloModule|ENTRY)(?![A-Za-z0-9_.\-])"
+                           r"|%?[A-Za-z_][A-Za-z0-9_.\-]*:?\s*\{)")
+
+# Either a run of text that is no comment (strings included, so that `"a/*b*/"` stays; an
+# unterminated string runs to the end) or a comment. Matching long runs at once keeps this
+# pass at a few milliseconds per megabyte.
+_TEXT_OR_COMMENT = re.compile(
+    r'((?:[^"/]+|"(?:[^"\\]|\\.)*(?:"|\Z)|/(?![*/]))+)|(/\*(?:[^*]|\*(?!/))*\*/|//[^\n]*)')
+
+
+def blank_comments(text: str) -> str:
+    """Comments turned into spaces (newlines kept, so every position stays where it was).
+
+    XLA's lexer skips comments between any two tokens, also inside shapes, layouts and
+    literals, which this grammar reads as single tokens; blanking them first makes them
+    whitespace everywhere. An unterminated `/*` is left for the lexer to report."""
+    if "/*" not in text and "//" not in text:
+        return text
+    return _TEXT_OR_COMMENT.sub(_blank, text)
+
+
+def _blank(m: re.Match) -> str:
+    comment = m.group(2)
+    return m.group(1) if comment is None else re.sub(r"[^\n]", " ", comment)
 
 
 class _Scope:
@@ -65,8 +95,15 @@ class _Builder(Transformer):
         self.module_attrs: dict = {}
         self.stack_tables: list[str] = []
         self.entry_marks: list = []
+        self.entry_layout_tok = None
+        self.single: _Scope | None = None
+        self.shape_tok = None
+        self.async_calls: set[int] = set()     # computations generic async-starts call
         try:
-            return self.lark.parse(text, start="start")
+            if _MODULE_START.match(text):
+                return self.lark.parse(text, start="start")
+            self.single = self.scope
+            return self.lark.parse(text, start="single_instruction")
         except UnexpectedInput as e:
             raise self._syntax_error(e) from None
         except RecursionError:
@@ -83,6 +120,8 @@ class _Builder(Transformer):
         if len(entries) > 1:
             raise self.error("more than one ENTRY computation", self.entry_marks[-1][1])
         entry = entries[0] if entries else comps[-1]
+        if self.entry_layout_tok is not None:
+            self._check_entry_layout(entry, self.entry_layout_tok)
         name = self.module_name or f"module_{entry.name}"
         return Module(name, self.comp_list, entry, self.module_attrs,
                       "\n".join(self.stack_tables))
@@ -91,9 +130,33 @@ class _Builder(Transformer):
         self.module_name = _strip(c[0].value)
         for name_tok, value_tok in c[1:]:
             name = name_tok.value[:-1]
+            if name not in attributes.MODULE_ATTRIBUTES:
+                raise self.error(f"unexpected module attribute '{name}' (a module takes "
+                                 f"{', '.join(sorted(attributes.MODULE_ATTRIBUTES))})",
+                                 name_tok)
             if name in self.module_attrs:
                 raise self.error(f"duplicate module attribute '{name}'", name_tok)
+            pattern = attributes.MODULE_ATTRIBUTES[name]
+            if pattern is not None and not pattern.fullmatch(value_tok.value):
+                raise self.error(f"malformed {name} value {value_tok.value[:60]!r}", value_tok)
+            if name == "entry_computation_layout":
+                self.entry_layout_tok = value_tok
             self.module_attrs[name] = attributes.Raw(value_tok.value)
+
+    def _check_entry_layout(self, entry: Computation, tok) -> None:
+        """`entry_computation_layout={(f32[2]{0}, s32[])->f32[2]{0}}` must be well formed and
+        name the entry's parameter and result shapes (layouts may differ), as XLA's verifier
+        requires; XLA's parser alone would take a mismatched one."""
+        params, result = self._parse_at(tok.value, tok, "computation_layout")
+        declared = sorted(entry.parameters, key=lambda p: p.parameter_number)
+        self._check_listed_shapes(params, declared, "entry_computation_layout", "parameter",
+                                  tok)
+        if not result.compatible(entry.root.shape, dynamic=False):
+            raise self.error(f"entry_computation_layout says the result is {result}, it is "
+                             f"{entry.root.shape}", tok)
+
+    def computation_layout(self, c):
+        return c[0] or [], c[1]
 
     def module_attr(self, c):
         return c[0], c[1]
@@ -134,6 +197,10 @@ class _Builder(Transformer):
                 raise self.error(f"unexpected computation attribute '{attr_tok.value[:-1]}'",
                                  attr_tok)
             thread = self._decode_string(value_tok)
+        numbers = sorted(p.parameter_number for p in scope.insts if p.opcode == "parameter")
+        if numbers != list(range(len(numbers))):
+            raise self.error(f"parameter numbers of '{name}' are {numbers}, not 0 to "
+                             f"{len(numbers) - 1}", name_tok)
         comp = Computation(name, scope.insts, root, thread, name_tok.line, name_tok.column)
         if signature is not None:
             self._check_signature(comp, signature, name_tok)
@@ -143,17 +210,10 @@ class _Builder(Transformer):
         return comp
 
     def _check_signature(self, comp: Computation, signature, name_tok) -> None:
-        params, result = signature
-        declared = {p.parameter_number: p for p in comp.parameters}
-        if len(params) != len(declared):
-            raise self.error(f"signature of '{comp.name}' has {len(params)} parameters, the "
-                             f"body has {len(declared)}", name_tok)
-        for number, (pname_tok, pshape) in enumerate(params):
-            inst = declared.get(number)
-            if inst is None or not pshape.compatible(inst.shape):
-                raise self.error(f"parameter {number} of '{comp.name}' does not match its "
-                                 f"signature {pshape}", pname_tok)
-        if not result.compatible(comp.root.shape):
+        """XLA checks only the result: the parameter list of a signature is not compared
+        with the body's parameters (test modules rely on that)."""
+        _, result = signature
+        if not result.compatible(comp.root.shape, dynamic=False):
             raise self.error(f"root of '{comp.name}' has shape {comp.root.shape}, its "
                              f"signature says {result}", name_tok)
 
@@ -198,18 +258,47 @@ class _Builder(Transformer):
         shape, name_tok = c
         name = _strip(name_tok.value)
         inst = self.scope.names.get(name)
+        if inst is None and shape is not None and self.scope is self.single:
+            return self._new_parameter(name, shape, name_tok)
         if inst is None:
             raise self.error(f"undefined operand '{name}' (operands must be defined before "
                              f"they are used)", name_tok)
-        if shape is not None and not shape.compatible(inst.shape):
+        if shape is not None and not shape.compatible(inst.shape, dynamic=False):
             raise self.error(f"operand '{name}' is declared {shape} but has shape "
                              f"{inst.shape}", name_tok)
         return inst
 
+    def operand_shape_only(self, c):
+        if self.scope is not self.single:
+            raise self.error("an operand needs a name (only a single-instruction text may "
+                             "give just a shape)", self.shape_tok)
+        return self._new_parameter(None, c[0], self.shape_tok)
+
+    def _new_parameter(self, name: str | None, shape, tok) -> Instruction:
+        """Single-instruction text (`f32[2] add(f32[2] x, f32[2])`): as in XLA, an operand
+        that is not defined becomes the next parameter, named `_N` when it has no name."""
+        number = sum(1 for i in self.scope.insts if i.opcode == "parameter")
+        inst = Instruction(name or f"_{number}", "parameter", shape, (), {},
+                           parameter_number=number, line=tok.line, column=tok.column)
+        self.scope.insts.append(inst)
+        self.scope.names[inst.name] = inst
+        return inst
+
+    def single_instruction(self, c):
+        """The module XLA makes of one instruction: entry computation `_` holding the
+        parameters made for its operands and the instruction as root."""
+        root = self.scope.insts[-1]
+        entry = Computation("_", self.scope.insts, root, line=root.line, column=root.column)
+        return Module("_", self.comp_list + [entry], entry, {})
+
+    def anonymous_instruction(self, c):
+        shape, call, attrs = c
+        return self._make("_", call[1], shape, call, attrs)
+
     def operand_nested(self, c):
         shape, call = c
         kind, tok, _ = call
-        opcode = tok.value.split("(", 1)[0] if kind != "op" else tok.value
+        opcode = tok.value.split("(", 1)[0].rstrip() if kind != "op" else tok.value
         base = f"{opcode}.anon"
         name, n = base, 0
         while name in self.scope.names:
@@ -221,7 +310,19 @@ class _Builder(Transformer):
         kind, tok, operands = call
         if name in self.scope.names:
             raise self.error(f"duplicate instruction name '{name}'", name_tok)
-        attrs = self._decode_attributes(attr_pairs, name)
+        opcode = kind if kind != "op" else tok.value
+        if kind == "op" and opcode in ("parameter", "constant"):
+            what = "a number, parameter(N)" if opcode == "parameter" else "a literal"
+            raise self.error(f"{opcode} expects {what}", tok)
+        rules = attribute_rules(opcode)
+        if rules is None:
+            raise self.error(f"unknown opcode '{opcode}'", tok)
+        attrs = {}
+        if attr_pairs:
+            attrs = self._decode_attributes(attr_pairs, name, opcode, rules[0], operands)
+        if rules[1] and not rules[1] <= attrs.keys():
+            missing = sorted(rules[1] - attrs.keys())
+            raise self.error(f"{opcode} needs the attribute {missing[0]}", tok)
         inst: Instruction
         if kind == "parameter":
             if shape is None:
@@ -233,19 +334,13 @@ class _Builder(Transformer):
             if shape is None:
                 raise self.error("constant needs an explicit shape", tok)
             try:
-                literal = parse_literal(tok.value[len("constant("):-1], shape)
+                literal = parse_literal(tok.value[tok.value.index("(") + 1:-1], shape)
             except LiteralError as e:
                 raise self.error(str(e), tok) from None
             inst = Instruction(name, "constant", shape, (), attrs, literal=literal,
                                line=name_tok.line, column=name_tok.column)
         else:
-            opcode = tok.value
-            if opcode in ("parameter", "constant"):
-                what = "a number, parameter(N)" if opcode == "parameter" else "a literal"
-                raise self.error(f"{opcode} expects {what}", tok)
             info = OPS.get(opcode)
-            if info is None and async_wrapped(opcode) is None:
-                raise self.error(f"unknown opcode '{opcode}'", tok)
             if info is not None and info.arity >= 0 and len(operands) != info.arity:
                 raise self.error(f"{opcode} takes {info.arity} operand"
                                  f"{'s' if info.arity != 1 else ''}, got {len(operands)}", tok)
@@ -253,6 +348,10 @@ class _Builder(Transformer):
                 shape = self._infer(opcode, operands, attrs, info, tok)
             inst = Instruction(name, opcode, shape, operands, attrs,
                                line=name_tok.line, column=name_tok.column)
+            if info is None or info.category == "control":
+                problem = async_step(opcode) and check_async(inst, self.async_calls)
+                if problem:
+                    raise self.error(problem, tok)
         self.scope.insts.append(inst)
         self.scope.names[name] = inst
         return inst
@@ -266,10 +365,14 @@ class _Builder(Transformer):
         except HloError as e:
             raise self.error(f"cannot infer the shape of {opcode}: {e.message}", tok) from None
 
-    def _decode_attributes(self, pairs, inst_name: str) -> dict:
+    def _decode_attributes(self, pairs, inst_name: str, opcode: str, allowed,
+                           operands) -> dict:
         attrs: dict = {}
         for name_tok, value_tok in pairs:
             name = name_tok.value[:-1]
+            if name not in allowed:
+                raise self.error(f"{opcode} takes no attribute '{name}' (it takes "
+                                 f"{', '.join(sorted(allowed))})", name_tok)
             if name in attrs:
                 raise self.error(f"duplicate attribute '{name}'", name_tok)
             try:
@@ -287,8 +390,30 @@ class _Builder(Transformer):
                 if missing:
                     raise self.error(f"control predecessor '{missing[0]}' is not defined",
                                      value_tok)
+            elif name == "operand_layout_constraints":
+                self._check_operand_layouts(value_tok, operands)
             attrs[name] = value
         return attrs
+
+    def _check_operand_layouts(self, tok, operands) -> None:
+        """`operand_layout_constraints={f32[2,3]{0,1}, s32[]}`: one shape per operand, each
+        the operand's shape up to layout."""
+        shapes = self._parse_at(tok.value, tok, "braced_shapes")
+        self._check_listed_shapes(shapes, operands, "operand_layout_constraints", "operand",
+                                  tok)
+
+    def _check_listed_shapes(self, listed, insts, attribute: str, role: str, tok) -> None:
+        """The shapes an attribute lists name those of `insts`, one for one, up to layout."""
+        if len(listed) != len(insts):
+            raise self.error(f"{attribute} lists {len(listed)} shapes for {len(insts)} "
+                             f"{role}s", tok)
+        for number, (shape, inst) in enumerate(zip(listed, insts)):
+            if not shape.compatible(inst.shape, dynamic=False):
+                raise self.error(f"{attribute} lists {shape} for {role} {number}, which is "
+                                 f"{inst.shape}", tok)
+
+    def braced_shapes(self, c):
+        return c[0] or []
 
     def _resolve(self, ref: attributes.ComputationRef, tok, inline_name: str) -> Computation:
         if ref.inline_body is not None:
@@ -304,11 +429,7 @@ class _Builder(Transformer):
         caller. Padding keeps positions in errors relative to the whole file."""
         outer = self.scope
         self.scope = _Scope()
-        padded = "\n" * (tok.line - 1) + " " * (tok.column - 1) + body
-        try:
-            self.lark.parse(padded, start="inline_body")
-        except UnexpectedInput as e:
-            raise self._syntax_error(e) from None
+        self._parse_at(body, tok, "inline_body")
         scope, self.scope = self.scope, outer
         while name in self.comps:
             name += "_"
@@ -318,12 +439,21 @@ class _Builder(Transformer):
         self.comp_list.append(comp)
         return comp
 
+    def _parse_at(self, text: str, tok, start: str):
+        """Parse `text`, the value of attribute token `tok`, from grammar rule `start`;
+        padding keeps positions in errors relative to the whole file."""
+        padded = "\n" * (tok.line - 1) + " " * (tok.column - 1) + text
+        try:
+            return self.lark.parse(padded, start=start)
+        except UnexpectedInput as e:
+            raise self._syntax_error(e) from None
+
     def inline_body(self, c):
         return None
 
     # --- shapes -------------------------------------------------------------------------
     def shape(self, c):
-        tok = c[0]
+        tok = self.shape_tok = c[0]         # the last shape read, for positions
         try:
             return _array_shape(tok.value)
         except ValueError as e:
@@ -365,8 +495,8 @@ class _Builder(Transformer):
 
 
 _TERMINAL_NAMES = {
-    "NAME": "a name", "ATTR_NAME": "an attribute (name=value)", "ATTR_VALUE":
-    "an attribute value", "ARRAY_SHAPE": "a shape", "CONSTANT_CALL": "constant(...)",
+    "NAME": "a name", "DEF_NAME": "a name", "ATTR_NAME": "an attribute (name=value)",
+    "ATTR_VALUE": "an attribute value", "ARRAY_SHAPE": "a shape", "CONSTANT_CALL": "constant(...)",
     "PARAMETER_CALL": "parameter(N)", "ENTRY": "ENTRY", "ROOT": "ROOT",
     "STACK_TABLE": "a stack-frame table", "STACK_ENTRY": "a table entry",
 }
@@ -387,7 +517,8 @@ def _comment_hint(text: str) -> str:
 
 
 def _strip(name: str) -> str:
-    return name[1:] if name.startswith("%") else name
+    """`%name` and `name:` (a defining occurrence) -> `name`."""
+    return name[1:] if name.startswith("%") else name[:-1] if name.endswith(":") else name
 
 
 def _tuple_depth(elements) -> int:
@@ -398,7 +529,7 @@ def _tuple_depth(elements) -> int:
     return depth
 
 
-_ARRAY_SHAPE = re.compile(r"([a-z0-9_]+)\[([^\]]*)\]\s*(?:\{([^\n]*)\})?", re.S)
+_ARRAY_SHAPE = re.compile(r"([a-z0-9_]+)\s*\[([^\]]*)\]\s*(?:\{(.*)\})?", re.S)
 
 
 @lru_cache(maxsize=8192)
@@ -406,30 +537,41 @@ def _array_shape(text: str) -> Shape:
     """`f32[8,<=4,?]{2,1,0:T(8,128)}` -> Shape; cached, shapes repeat throughout a module."""
     m = _ARRAY_SHAPE.fullmatch(text)
     etype, dims_text, layout_text = m.group(1), m.group(2).strip(), m.group(3)
+    shown = _one_line(text)
     dims, dynamic = [], []
     for d in (dims_text.split(",") if dims_text else ()):
         d = d.strip()
         if d == "?":
             dims.append(UNBOUNDED), dynamic.append(True)
         elif d.startswith("<="):
-            dims.append(_dim(d[2:], text)), dynamic.append(True)
+            dims.append(_dim(d[2:], shown)), dynamic.append(True)
         else:
-            dims.append(_dim(d, text)), dynamic.append(False)
+            dims.append(_dim(d, shown)), dynamic.append(False)
     layout = None
     if layout_text is not None:
         order_text, _, tail = layout_text.partition(":")
-        order = tuple(_dim(x.strip(), text) for x in order_text.split(",") if x.strip())
-        if (order or len(dims) == 0) and sorted(order) != list(range(len(dims))):
-            raise ValueError(f"layout {{{layout_text}}} is not a permutation of the "
-                             f"{len(dims)} dimensions of {text}")
+        order = tuple(_dim(x.strip(), shown) for x in order_text.split(",") if x.strip())
+        if sorted(order) != list(range(len(dims))):
+            raise ValueError(f"layout {{{_one_line(layout_text)}}} is not a permutation of "
+                             f"the {len(dims)} dimensions of {shown}")
+        if tail.strip():
+            check_layout_tail(tail)
         layout = Layout(order, tail.strip())
     return Shape(etype, tuple(dims), layout, tuple(dynamic) if any(dynamic) else ())
 
 
 def _dim(text: str, shape_text: str) -> int:
-    if not text.isdigit():
-        raise ValueError(f"bad dimension '{text}' in {shape_text}")
+    """A dimension or layout entry: an integer XLA's lexer reads (`-0` is 0), not negative."""
+    digits = text[1:] if text.startswith("-") else text
+    if not (digits.isascii() and digits.isdigit()) or int(text) < 0:
+        raise ValueError(f"bad dimension '{_one_line(text)}' in {shape_text}")
     return int(text)
+
+
+def _one_line(text: str, limit: int = 80) -> str:
+    """`text` for a one-line message: whitespace runs as one space, cut at `limit`."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 @lru_cache(maxsize=16384)
@@ -439,9 +581,12 @@ def _decode_cached(name: str, text: str):
 
 def _decode(name: str, text: str):
     """Typed attribute values are immutable, so equal texts share one decoded value; Raw
-    attributes (metadata, mostly unique) skip the cache."""
-    if name not in attributes.KINDS:
+    attributes and metadata (mostly unique) skip the cache."""
+    kind = attributes.KINDS.get(name)
+    if kind is None:
         return attributes.Raw(text)
+    if kind in attributes.UNCACHED_KINDS:
+        return attributes.decode(name, text)
     return _decode_cached(name, text)
 
 
@@ -455,8 +600,9 @@ def _parser() -> _Builder:
     if _BUILDER is None:
         grammar = resources.files(__package__).joinpath("hlo.lark").read_text()
         builder = _Builder()
-        builder.lark = Lark(grammar, parser="lalr", lexer="contextual", start=["start",
-                            "inline_body"], transformer=builder, maybe_placeholders=True,
-                            **_PLUGINS)
+        builder.lark = Lark(grammar, parser="lalr", lexer="contextual",
+                            start=["start", "single_instruction", "inline_body",
+                                   "computation_layout", "braced_shapes"],
+                            transformer=builder, maybe_placeholders=True, **_PLUGINS)
         _BUILDER = builder
     return _BUILDER

@@ -9,14 +9,22 @@ from __future__ import annotations
 
 import re
 
+import ml_dtypes
 import numpy as np
 
+from ..attributes import split_top_level
 from ..ir import ELIDED, Literal
 from ..shape import AnyShape, Shape
 
 _NAN_PAYLOAD = re.compile(r"(-?)nan\(0x([0-9a-fA-F]+)\)")
 _INNER_GROUP = re.compile(r"\{([^{}]*)\}")
 _SPLIT = re.compile(r"[\s,{}]+")
+# Numbers as XLA's lexer reads them: no `+`, no `_`, no leading `.` unless after `-`.
+_INT = r"-?[0-9]+"
+_FLOAT = (r"(?:-?[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?|-\.[0-9]+(?:[eE][+-]?[0-9]+)?"
+          r"|-?inf|-?nan)")
+_INTS = re.compile(f"(?:{_INT}(?: {_INT})*)?")       # matched against " ".join(tokens)
+_FLOATS = re.compile(f"(?:{_FLOAT}(?: {_FLOAT})*)?")
 _COMPLEX = re.compile(r"\(\s*([^,()\s]+)\s*,\s*([^,()\s]+)\s*\)")
 
 
@@ -27,7 +35,7 @@ class LiteralError(ValueError):
 def parse_literal(text: str, shape: AnyShape) -> Literal:
     text = text.strip()
     if shape.is_tuple:
-        items = _split_top_level(_strip_parens(text))
+        items = split_top_level(_strip_parens(text))
         if len(items) != len(shape.elements):
             raise LiteralError(f"tuple literal has {len(items)} elements, shape has "
                                f"{len(shape.elements)}")
@@ -38,6 +46,8 @@ def parse_literal(text: str, shape: AnyShape) -> Literal:
         if text.startswith("{"):
             raise LiteralError("a scalar literal is written without braces")
         return _convert(_scalar_tokens(text, shape), shape).reshape(())
+    if not text.startswith("{"):
+        return _first_element_only(text, shape)
     if text == "{...}":
         return ELIDED
     _check_structure(text, shape)
@@ -49,6 +59,16 @@ def parse_literal(text: str, shape: AnyShape) -> Literal:
         raise LiteralError(f"literal has {len(tokens)} elements, shape {shape} needs "
                            f"{shape.num_elements}")
     return _convert(tokens, shape).reshape(shape.dims)
+
+
+def _first_element_only(text: str, shape: Shape) -> np.ndarray:
+    """An array written as one bare value: XLA's parser stores it as the first element and
+    leaves every other element zero (`f32[2] constant(7)` is {7, 0})."""
+    if shape.num_elements == 0:
+        raise LiteralError(f"a value was given for {shape.to_text(False)}, which has no elements")
+    out = np.zeros(shape.num_elements, dtype=shape.dtype.numpy)
+    out[0] = _convert(_scalar_tokens(text, shape), shape)[0]
+    return out.reshape(shape.dims)
 
 
 def _scalar_tokens(text: str, shape: Shape) -> list[str]:
@@ -86,10 +106,7 @@ def _convert(tokens: list[str], shape: Shape) -> np.ndarray:
         if kind in ("int", "uint"):
             return _to_int(tokens, shape)
         if kind == "complex":
-            pairs = [t.split("|") for t in tokens]
-            real = np.array([p[0] for p in pairs], dtype=np.float64)
-            imag = np.array([p[1] for p in pairs], dtype=np.float64)
-            return (real + 1j * imag).astype(dt.numpy)
+            return _to_complex(tokens, shape)
         return _to_float(tokens, shape)
     except ValueError as e:
         if isinstance(e, LiteralError):
@@ -106,14 +123,20 @@ def _to_pred(tokens: list[str]) -> np.ndarray:
 
 
 def _to_int(tokens: list[str], shape: Shape) -> np.ndarray:
-    try:
-        values = [int(t) for t in tokens]
-    except ValueError:
-        bad = next(t for t in tokens if not re.fullmatch(r"-?\d+", t))
-        raise LiteralError(f"expects integer for {shape.element_type}, got {bad!r}") from None
+    """Integers must fit int64, or uint64 when not negative (XLA's lexer); a negative value
+    wraps around in u64 only, as XLA's range check converts it to uint64 first."""
+    if not _INTS.fullmatch(" ".join(tokens)):
+        bad = next(t for t in tokens if not re.fullmatch(_INT, t))
+        raise LiteralError(f"expects integer for {shape.element_type}, got {bad!r}")
+    values = [int(t) for t in tokens]
     info = np.iinfo(shape.dtype.numpy) if shape.dtype.bits >= 8 else _narrow_int_range(shape)
     lo, hi = info.min, info.max
-    for v in values:
+    wraps = hi == 2**64 - 1
+    for i, v in enumerate(values):
+        if v < -2**63 or v > 2**64 - 1:
+            raise LiteralError(f"value {v} does not fit in 64 bits")
+        if wraps and v < 0:
+            values[i] = v = v + 2**64
         if v < lo or v > hi:
             raise LiteralError(f"value {v} is out of range for {shape.element_type}")
     return np.array(values, dtype=np.int64 if shape.dtype.kind == "int" or hi < 2**63
@@ -132,6 +155,33 @@ def _narrow_int_range(shape: Shape) -> _Range:
     return _Range(0, (1 << bits) - 1)
 
 
+def _to_complex(tokens: list[str], shape: Shape) -> np.ndarray:
+    """Each part must be finite in the part's type as written (XLA does not round first)."""
+    texts = [p for t in tokens for p in t.split("|")]
+    _check_floats(texts)
+    parts = np.array(texts, dtype=np.float64).reshape(-1, 2)
+    _check_finite_doubles(parts.ravel(), texts)
+    limit = float(ml_dtypes.finfo(shape.dtype.numpy).max)
+    bad = np.isfinite(parts) & (np.abs(parts) > limit)
+    if bad.any():
+        v = float(parts.ravel()[np.argmax(bad.ravel())])
+        raise LiteralError(f"value {v!r} is out of range for {shape.element_type}")
+    return (parts[:, 0] + 1j * parts[:, 1]).astype(shape.dtype.numpy)
+
+
+def _check_floats(tokens: list[str]) -> None:
+    if not _FLOATS.fullmatch(" ".join(tokens)):
+        bad = next(t for t in tokens if not re.fullmatch(_FLOAT, t))
+        raise LiteralError(f"bad float value {bad!r}")
+
+
+def _check_finite_doubles(values: np.ndarray, tokens: list[str]) -> None:
+    """A number too large for a double (1e309) is an error, not infinity."""
+    for i in np.flatnonzero(np.isinf(values)).tolist():
+        if tokens[i].lstrip("-") != "inf":
+            raise LiteralError(f"value {tokens[i]} is out of range for a double")
+
+
 def _to_float(tokens: list[str], shape: Shape) -> np.ndarray:
     target = shape.dtype.numpy
     payloads = [(i, m) for i, t in enumerate(tokens) if "(" in t
@@ -140,7 +190,9 @@ def _to_float(tokens: list[str], shape: Shape) -> np.ndarray:
         if m is None:
             raise LiteralError(f"bad float value {tokens[i]!r}")
         tokens[i] = "nan"
+    _check_floats(tokens)
     values = np.array(tokens, dtype=np.float64)
+    _check_finite_doubles(values, tokens)
     with np.errstate(over="ignore", invalid="ignore"):
         out = values.astype(target)
     overflow = np.isinf(out.astype(np.float64)) & np.isfinite(values)
@@ -153,9 +205,10 @@ def _to_float(tokens: list[str], shape: Shape) -> np.ndarray:
 
 
 def _nan_with_payload(target: np.dtype, negative: bool, payload: int):
-    """A NaN whose mantissa bits are `payload` (IEEE-style formats only)."""
+    """A NaN whose mantissa bits are `payload` (IEEE-style formats only: f16, bf16, f32,
+    f64, f8e5m2, f8e4m3, f8e3m4)."""
     bits = target.itemsize * 8
-    info = np.finfo(target)
+    info = ml_dtypes.finfo(target)
     mant = info.nmant
     if payload == 0 or payload >= (1 << mant) or info.bits != bits:
         raise LiteralError(f"NaN payload 0x{payload:x} is invalid for this type")
@@ -172,20 +225,3 @@ def _strip_parens(text: str) -> str:
     if not (text.startswith("(") and text.endswith(")")):
         raise LiteralError(f"expected a tuple literal (...), got {text!r}")
     return text[1:-1]
-
-
-def _split_top_level(text: str) -> list[str]:
-    """Split on commas outside braces and parentheses."""
-    items, depth, start = [], 0, 0
-    for i, ch in enumerate(text):
-        if ch in "({":
-            depth += 1
-        elif ch in ")}":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            items.append(text[start:i].strip())
-            start = i + 1
-    items.append(text[start:].strip())
-    if len(items) > 1 and items[-1] == "":      # a trailing comma
-        items.pop()
-    return [] if items == [""] else items

@@ -96,6 +96,38 @@ class ConvDimLabels:
         return self._spatial(self.out)
 
 
+def _list_of(item: str, trailing_comma: bool = False) -> str:
+    """Regex of a comma-separated list of `item` in braces."""
+    comma = ",?\\s*" if trailing_comma else ""
+    return rf"\{{\s*(?:{item}\s*(?:,\s*{item}\s*)*{comma})?\}}"
+
+
+_INT_RE = r"-?[0-9]+"
+_STRING_RE = r'"[^"\\]*(?:\\.[^"\\]*)*"'
+_BOOL_RE = r"(?:true|false)"
+_NUMBER_RE = r"-?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
+_SHAPE_INDEX_RE = _list_of(_INT_RE)
+_ALIAS_RE = (rf"{_SHAPE_INDEX_RE}\s*:\s*\(\s*{_INT_RE}\s*,\s*{_SHAPE_INDEX_RE}\s*"
+             rf"(?:,\s*(?:may|must)-alias\s*)?\)")
+_TOLERANCE_RE = rf"(?:atol|rtol|ulps)=\s*{_NUMBER_RE}"
+
+# The attributes a module header may carry, each with the form of its value where it is
+# checked here (entry_computation_layout is parsed by the grammar, the rest carried).
+MODULE_ATTRIBUTES: dict[str, re.Pattern | None] = {
+    name: None if pattern is None else re.compile(pattern) for name, pattern in {
+        "alias_passthrough_params": _BOOL_RE,
+        "allow_spmd_sharding_propagation_to_output": rf"{_BOOL_RE}|{_list_of(_BOOL_RE)}",
+        "allow_spmd_sharding_propagation_to_parameters": rf"{_BOOL_RE}|{_list_of(_BOOL_RE)}",
+        "buffer_donor": _list_of(rf"\(\s*{_INT_RE}\s*,\s*{_SHAPE_INDEX_RE}\s*\)", True),
+        "entry_computation_layout": None,
+        "frontend_attributes": None,
+        "input_output_alias": _list_of(_ALIAS_RE, True),
+        "is_scheduled": _BOOL_RE,
+        "num_partitions": _INT_RE,
+        "origin_recovery_table": None,
+        "replica_count": _INT_RE,
+    }.items()}
+
 SliceDim = tuple[int, int, int]             # (start, limit, stride)
 PadDim = tuple[int, int, int]               # (low, high, interior)
 
@@ -127,7 +159,7 @@ KINDS: dict[str, str] = {
         "string"),
     **dict.fromkeys((
         "direction", "type", "kind", "distribution", "fft_type", "padding_type", "schedule",
-        "api_version", "transpose_a"), "enum"),
+        "api_version", "transpose_a", "algorithm"), "enum"),
     **dict.fromkeys((
         "to_apply", "calls", "condition", "body", "true_computation", "false_computation",
         "select", "scatter"), "computation"),
@@ -138,10 +170,38 @@ KINDS: dict[str, str] = {
     "dim_labels": "dim_labels",
     "operand_precision": "enum_list",
     "control-predecessors": "names",
+    "result_accuracy": "result_accuracy",
+    "metadata": "metadata",
 }
+# Kinds whose texts rarely repeat (one per instruction): decoded without a cache.
+UNCACHED_KINDS = frozenset({"metadata"})
 
-# `algorithm` is an enum on dot and rng-bit-generator; kept verbatim (Raw) like every other
-# attribute whose value we only carry.
+_PRECISIONS = "default high highest"
+_DOT_ALGORITHMS = ("unset dot_any_f8_any_f8_f32 dot_any_f8_any_f8_f32_fast_accum dot_f16_f16_f16 "
+                   "dot_f16_f16_f32 dot_bf16_bf16_bf16 dot_bf16_bf16_f32 dot_bf16_bf16_f32_x3 "
+                   "dot_bf16_bf16_f32_x6 dot_bf16_bf16_f32_x9 dot_tf32_tf32_f32 "
+                   "dot_tf32_tf32_f32_x3 dot_f32_f32_f32 dot_f64_f64_f64")
+_RNG_ALGORITHMS = "rng_default rng_three_fry rng_philox"
+
+# The values XLA's parser takes for each enum attribute (learned from XLA's proto enums and
+# probed against jaxlib 0.10). Lower-case sets are matched ignoring case, as XLA does for
+# them. `algorithm` is dot's or rng-bit-generator's: one name, both value sets.
+ENUM_VALUES: dict[str, frozenset[str]] = {name: frozenset(values.split()) for name, values in {
+    "direction": "EQ NE GE GT LE LT",
+    "type": "FLOAT TOTALORDER SIGNED UNSIGNED",
+    "kind": "kLoop kInput kOutput kCustom",
+    "distribution": "rng_invalid rng_uniform rng_normal",
+    "fft_type": "FFT IFFT RFFT IRFFT",
+    "padding_type": "PADDING_INVALID PADDING_VALID PADDING_SAME",
+    "schedule": "schedule_none schedule_latest schedule_earliest",
+    "api_version": "api_version_original api_version_status_returning "
+                   "api_version_status_returning_unified api_version_typed_ffi",
+    "transpose_a": "TRANSPOSE_INVALID NO_TRANSPOSE TRANSPOSE ADJOINT",
+    "algorithm": f"{_DOT_ALGORITHMS} {_RNG_ALGORITHMS}",
+    "operand_precision": _PRECISIONS,
+}.items()}
+_IGNORES_CASE = frozenset(n for n, values in ENUM_VALUES.items()
+                          if all(v.islower() for v in values))
 
 
 def _ints(text: str) -> tuple:
@@ -196,10 +256,39 @@ def encode_string(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
-def _enum(text: str) -> str:
-    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", text):
-        raise AttributeError_(f"expected an identifier, got {text!r}")
+def _enum(name: str, text: str) -> str:
+    values = ENUM_VALUES[name]
+    if text not in values and not (name in _IGNORES_CASE and text.lower() in values):
+        raise AttributeError_(f"{text!r} is not one of {', '.join(sorted(values))}")
     return text
+
+
+_METADATA_KEYS = ("deduplicated_name|metadata_payload|op_name|op_type|profile_type|"
+                  "scheduling_name|source_column|source_end_column|source_end_line|source_file|"
+                  "source_line|stack_frame_id")
+_METADATA_ITEM = rf"(?:{_METADATA_KEYS})=(?:{_STRING_RE}|-?[0-9]+|\{{[^{{}}]*\}})"
+_METADATA_RE = rf"\{{\s*(?:,?\s*{_METADATA_ITEM}\s*)*\}}"     # a comma may precede each
+_METADATA = re.compile(_METADATA_RE)
+
+
+def _metadata(text: str) -> Raw:
+    """`{op_name="a/b" source_line=3 ...}`, checked and carried."""
+    if not _METADATA.fullmatch(text):
+        raise AttributeError_(f"expected {{key=value ...}} with keys "
+                              f"{_METADATA_KEYS.replace('|', ', ')}, got {text[:80]!r}")
+    return Raw(text)
+
+
+_RESULT_ACCURACY = re.compile(
+    rf"\{{\s*(?:mode=\s*(?i:default|highest)|tolerance=\s*{_list_of(_TOLERANCE_RE)})\s*\}}")
+
+
+def _result_accuracy(text: str) -> Raw:
+    """`{mode=highest}` or `{tolerance={atol=0,rtol=0.5,ulps=1}}`, checked and carried."""
+    if not _RESULT_ACCURACY.fullmatch(text):
+        raise AttributeError_(f"expected {{mode=default|highest}} or {{tolerance={{atol=.., "
+                              f"rtol=.., ulps=..}}}}, got {text!r}")
+    return Raw(text)
 
 
 def _computation(text: str) -> ComputationRef:
@@ -212,15 +301,43 @@ def _computation(text: str) -> ComputationRef:
 
 
 def _computations(text: str) -> tuple[ComputationRef, ...]:
-    return tuple(_computation(t) for t in re.split(r"[,\s]+", _braced_body(text)) if t)
+    """`{b0, b1}`, or inline bodies `{ {...}, {...} }`."""
+    return tuple(_computation(t) for t in split_top_level(_braced_body(text)))
+
+
+_STRING = re.compile(_STRING_RE)
+
+
+def split_top_level(text: str) -> list[str]:
+    """Items of a comma-separated list, split outside braces, parentheses and strings; a
+    trailing comma is allowed."""
+    items, depth, start, i = [], 0, 0, 0
+    while i < len(text):
+        ch = text[i]
+        if ch == '"':
+            m = _STRING.match(text, i)
+            i = m.end() if m else len(text)
+            continue
+        if ch in "({":
+            depth += 1
+        elif ch in ")}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            items.append(text[start:i].strip())
+            start = i + 1
+        i += 1
+    items.append(text[start:].strip())
+    if len(items) > 1 and items[-1] == "":      # a trailing comma
+        items.pop()
+    return [] if items == [""] else items
 
 
 def _names(text: str) -> tuple[str, ...]:
     return tuple(t.lstrip("%") for t in re.split(r"[,\s]+", _braced_body(text)) if t)
 
 
-def _enum_list(text: str) -> tuple[str, ...]:
-    return tuple(_enum(t) for t in re.split(r"[,\s]+", _braced_body(text)) if t)
+def _enum_list(name: str, text: str) -> tuple[str, ...]:
+    return tuple(_enum(name, t) for t in re.split(r"[,\s]+", _braced_body(text)) if t)
 
 
 def _braced_body(text: str) -> str:
@@ -314,6 +431,9 @@ def _encode_padding(value: tuple[PadDim, ...]) -> str:
     return "x".join(f"{lo}_{hi}_{i}" if i else f"{lo}_{hi}" for lo, hi, i in value)
 
 
+_SLICE_RANGES = re.compile(r"(?:\[[^\]]*\](?:\s*,\s*\[[^\]]*\])*)?")
+
+
 def _slice(text: str) -> tuple[SliceDim, ...]:
     body = _braced_body(text)
     dims = []
@@ -326,7 +446,7 @@ def _slice(text: str) -> tuple[SliceDim, ...]:
         except ValueError:
             raise AttributeError_(f"bad slice range [{m.group(1)}]") from None
         dims.append((start, limit, stride))
-    if re.sub(r"\[[^\]]*\]|[,\s]", "", body):
+    if not _SLICE_RANGES.fullmatch(body):
         raise AttributeError_(f"bad slice {text!r}")
     return tuple(dims)
 
@@ -358,6 +478,8 @@ _CODECS = {
     "dim_labels": (_dim_labels, lambda d: f"{d.lhs}_{d.rhs}->{d.out}"),
     "enum_list": (_enum_list, lambda v: "{" + ",".join(v) + "}"),
     "names": (_names, lambda v: "{" + ", ".join(v) + "}"),
+    "result_accuracy": (_result_accuracy, None),        # decodes to Raw, printed verbatim
+    "metadata": (_metadata, None),
 }
 
 
@@ -369,6 +491,8 @@ def decode(name: str, text: str):
     kind = KINDS.get(name)
     if kind is None:
         return Raw(text)
+    if kind in ("enum", "enum_list"):            # the value set depends on the name
+        return _CODECS[kind][0](name, text)
     return _CODECS[kind][0](text)
 
 

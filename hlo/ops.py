@@ -7,6 +7,7 @@ rules and cost models (which ops are elementwise, which are reductions).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 VARIADIC = -1
 
@@ -17,6 +18,8 @@ class OpInfo:
     arity: int                 # number of operands, or VARIADIC
     category: str              # see CATEGORIES
     shape_required: bool       # the text must spell out the result shape
+    attributes: frozenset[str] = frozenset()    # its own attributes (GENERIC_ATTRIBUTES aside)
+    required: frozenset[str] = frozenset()      # those of them it cannot do without
 
 
 CATEGORIES = {
@@ -99,13 +102,83 @@ sign sine sqrt cbrt reduce-window select-and-scatter sort subtract tan tanh tran
 triangular-solve tuple while topk""").split())
 
 
+# Attributes XLA's parser takes on every instruction.
+GENERIC_ATTRIBUTES = frozenset(("backend_config", "control-predecessors", "frontend_attributes",
+                                "metadata", "origin", "parameter_replication", "sharding",
+                                "statistics"))
+
+# Each opcode's own attributes as the parser of XLA (jaxlib 0.10) takes them; a trailing `?`
+# marks an optional one. Opcodes not listed take only the generic ones. Two requirements
+# depend on operands and are left optional here: broadcast needs `dimensions` unless its
+# operand is a scalar, conditional needs true/false_computation (pred index) or
+# branch_computations (s32 index).
+_ALL_GATHER = "dimensions replica_groups? channel_id? constrain_layout? use_global_device_ids?"
+_ALL_REDUCE = "to_apply replica_groups? channel_id? constrain_layout? use_global_device_ids? mode?"
+_PERMUTE = "source_target_pairs channel_id? slice_sizes?"
+_TRANSFER = "channel_id? is_host_transfer?"
+_BATCH_NORM = "epsilon feature_index"
+_DOT = ("lhs_contracting_dims? rhs_contracting_dims? lhs_batch_dims? rhs_batch_dims? "
+        "operand_precision?")
+_ATTRIBUTES: dict[str, str] = {
+    "iota": "iota_dimension", "topk": "k largest?",
+    "all-gather": _ALL_GATHER, "all-gather-start": _ALL_GATHER,
+    "all-reduce": _ALL_REDUCE, "all-reduce-start": _ALL_REDUCE,
+    "reduce-scatter": _ALL_REDUCE + " dimensions",
+    "all-to-all": "replica_groups? channel_id? dimensions? constrain_layout?",
+    "ragged-all-to-all": "replica_groups? channel_id? dimensions?",
+    "collective-broadcast": "replica_groups channel_id?",
+    "collective-permute": _PERMUTE, "collective-permute-start": _PERMUTE,
+    "async-start": "calls async_execution_thread? output_to_operand_aliasing?",
+    "async-update": "calls? async_execution_thread?",
+    "async-done": "calls? async_execution_thread?",
+    "copy-start": "cross_program_prefetch_index?", "reshape": "inferred_dimension?",
+    "sort": "dimensions to_apply is_stable?", "while": "condition body",
+    "send": _TRANSFER, "send-done": _TRANSFER, "recv": _TRANSFER, "recv-done": _TRANSFER,
+    "get-tuple-element": "index", "call": "to_apply is_composite?",
+    "reduce-window": "to_apply window?",
+    "convolution": "dim_labels window? feature_group_count? batch_group_count? "
+                   "operand_precision? convolution_kind? sparsity_config?",
+    "fft": "fft_type fft_length",
+    "triangular-solve": "left_side? lower? unit_diagonal? transpose_a?", "cholesky": "lower?",
+    "compare": "direction type?", "broadcast": "dimensions?", "concatenate": "dimensions",
+    "map": "to_apply dimensions?", "reduce": "to_apply dimensions", "reverse": "dimensions",
+    "select-and-scatter": "select scatter window?", "slice": "slice",
+    "dynamic-slice": "dynamic_slice_sizes", "transpose": "dimensions",
+    "batch-norm-training": _BATCH_NORM, "batch-norm-inference": _BATCH_NORM,
+    "batch-norm-grad": _BATCH_NORM, "pad": "padding",
+    "fusion": "calls kind output_to_operand_aliasing?",
+    "infeed": "infeed_config?", "outfeed": "outfeed_config? outfeed_shape?",
+    "rng": "distribution", "rng-get-and-update-state": "delta", "rng-bit-generator": "algorithm",
+    "reduce-precision": "exponent_bits mantissa_bits",
+    "conditional": "true_computation? false_computation? branch_computations?",
+    "custom-call": "custom_call_target window? dim_labels? feature_group_count? "
+                   "batch_group_count? operand_layout_constraints? custom_call_has_side_effect? "
+                   "to_apply? called_computations? output_to_operand_aliasing? padding_type? "
+                   "literal? operand_precision? schedule? api_version?",
+    "dot": _DOT + " algorithm?", "ragged-dot": _DOT + " lhs_ragged_dims? rhs_group_dims?",
+    "gather": "offset_dims collapsed_slice_dims start_index_map index_vector_dim slice_sizes "
+              "indices_are_sorted? operand_batching_dims? start_indices_batching_dims?",
+    "scatter": "update_window_dims inserted_window_dims scatter_dims_to_operand_dims "
+               "index_vector_dim to_apply indices_are_sorted? unique_indices? "
+               "input_batching_dims? scatter_indices_batching_dims?",
+    "domain": "domain", "get-dimension-size": "dimensions", "set-dimension-size": "dimensions",
+    **dict.fromkeys(("cbrt cosine erf exponential exponential-minus-one log log-plus-one "
+                     "logistic rsqrt sine sqrt tan tanh").split(), "result_accuracy?"),
+}
+
+
 def _build() -> dict[str, OpInfo]:
     table: dict[str, tuple[int, str]] = {}
     table.update({n: (1, "unary") for n in _UNARY.split()})
     table.update({n: (2, "binary") for n in _BINARY.split()})
     table.update(_SPECIAL)
-    return {name: OpInfo(name, arity, cat, name not in _INFERABLE)
-            for name, (arity, cat) in table.items()}
+    ops = {}
+    for name, (arity, cat) in table.items():
+        words = _ATTRIBUTES.get(name, "").split()
+        ops[name] = OpInfo(name, arity, cat, name not in _INFERABLE,
+                           frozenset(w.rstrip("?") for w in words),
+                           frozenset(w for w in words if not w.endswith("?")))
+    return ops
 
 
 OPS: dict[str, OpInfo] = _build()
@@ -116,6 +189,25 @@ ELEMENTWISE_CATEGORIES = frozenset({"unary", "binary", "ternary", "convert", "co
 def is_elementwise(opcode: str) -> bool:
     info = OPS.get(opcode)
     return info is not None and info.category in ELEMENTWISE_CATEGORIES
+
+
+@lru_cache(maxsize=None)
+def attribute_rules(opcode: str) -> tuple[frozenset[str], frozenset[str]] | None:
+    """(attributes allowed, attributes required) on `opcode`, generic ones included; None
+    for an unknown opcode. An async wrapper `X-start` takes X's attributes and async-start's
+    (`calls` aside: X-start makes its own wrapped computation); `X-update`/`X-done` take the
+    execution thread only."""
+    info = OPS.get(opcode)
+    if info is not None:
+        return GENERIC_ATTRIBUTES | info.attributes, info.required
+    wrapped = async_wrapped(opcode)
+    if wrapped is None:
+        return None
+    inner, generic = wrapped
+    if generic != "async-start":
+        return GENERIC_ATTRIBUTES | {"async_execution_thread"}, frozenset()
+    start = OPS["async-start"].attributes - {"calls"}
+    return GENERIC_ATTRIBUTES | OPS[inner].attributes | start, OPS[inner].required
 
 
 def async_wrapped(opcode: str) -> tuple[str, str] | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+import ml_dtypes
 import numpy as np
 
 from . import attributes
@@ -131,8 +132,10 @@ def _float_texts(flat: np.ndarray, dtype: np.dtype) -> list[str]:
         texts = [repr(v) for v in flat.tolist()]
     else:
         # Every f16/bf16/f8 value is exactly a float32, whose shortest repr reads back to it.
-        texts = [str(v) for v in flat.astype(np.float32)]
-    nan_positions = np.flatnonzero(np.isnan(flat.astype(np.float64)))
+        with np.errstate(invalid="ignore"):         # signalling NaNs (payloads) convert too
+            texts = [str(v) for v in flat.astype(np.float32)]
+    with np.errstate(invalid="ignore"):
+        nan_positions = np.flatnonzero(np.isnan(flat))
     for i in nan_positions.tolist():
         texts[i] = _nan_text(flat[i], dtype)
     return [t[:-2] if t.endswith(".0") and "e" not in t else t for t in texts]
@@ -147,12 +150,9 @@ def _nan_text(value, dtype: np.dtype) -> str:
     word = int(np.array([value], dtype=dtype).view(f"u{dtype.itemsize}")[0])
     negative = bool(word >> (bits - 1))
     sign = "-" if negative else ""
-    try:
-        mant = np.finfo(dtype).nmant
-    except (ValueError, TypeError):
-        return sign + "nan"
-    payload = word & ((1 << mant) - 1)
-    quiet = 1 << (mant - 1)
-    if np.finfo(dtype).bits != bits or payload in (0, quiet):
+    info = ml_dtypes.finfo(dtype)
+    payload = word & ((1 << info.nmant) - 1)
+    quiet = 1 << (info.nmant - 1)
+    if info.bits != bits or payload in (0, quiet):
         return sign + "nan"
     return f"{sign}nan(0x{payload:x})"

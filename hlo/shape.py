@@ -83,10 +83,12 @@ class Shape:
     def without_layout(self) -> Shape:
         return Shape(self.element_type, self.dims, None, self.dynamic)
 
-    def compatible(self, other: Shape | TupleShape) -> bool:
-        """Equal up to layout (what the verifier and the parser's checks compare)."""
+    def compatible(self, other: Shape | TupleShape, dynamic: bool = True) -> bool:
+        """Equal up to layout (what the verifier and the parser's checks compare); with
+        `dynamic=False` also up to which dimensions are dynamic (XLA's parser compares
+        declared operand and signature shapes that way: `s32[4]` names an `s32[<=4]`)."""
         return (not other.is_tuple and self.element_type == other.element_type
-                and self.dims == other.dims and self.dynamic == other.dynamic)
+                and self.dims == other.dims and (not dynamic or self.dynamic == other.dynamic))
 
     def to_text(self, with_layout: bool = True) -> str:
         name = "opaque" if self.element_type == "opaque_type" else self.element_type
@@ -110,9 +112,9 @@ class TupleShape:
 
     is_tuple = True
 
-    def compatible(self, other: Shape | TupleShape) -> bool:
+    def compatible(self, other: Shape | TupleShape, dynamic: bool = True) -> bool:
         return (other.is_tuple and len(self.elements) == len(other.elements)
-                and all(a.compatible(b) for a, b in zip(self.elements, other.elements)))
+                and all(a.compatible(b, dynamic) for a, b in zip(self.elements, other.elements)))
 
     def leaves(self) -> list[Shape]:
         """Array leaves in order (the flattened order tuple results are returned in)."""

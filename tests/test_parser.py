@@ -186,7 +186,7 @@ def test_attribute_kinds_are_typed():
       pd = f32[1,6,7,2] pad(s, z), padding=0_0x1_1x0_1_1x0_0
       r = f32[1,6] reduce(pd, z), dimensions={2,3}, to_apply=%add
       c = pred[1,6] compare(r, r), direction=LT, type=TOTALORDER
-      ROOT o = f32[1,6] custom-call(r), custom_call_target="x", backend_config={"a": {"b": [1, 2]}}, metadata={op_name="jit(f)/x" source_line=3}, operand_precision={highest,default}, unknown_attr={a b c}
+      ROOT o = f32[1,6] custom-call(r), custom_call_target="x", backend_config={"a": {"b": [1, 2]}}, metadata={op_name="jit(f)/x" source_line=3}, operand_precision={highest,default}, sharding={maximal device=0}
     }""")
     get = {i.name: i for i in m.instructions()}
     w = get["conv"].attrs["window"]
@@ -202,9 +202,9 @@ def test_attribute_kinds_are_typed():
     assert o["custom_call_target"] == "x"
     assert o["backend_config"] == Raw('{"a": {"b": [1, 2]}}')
     assert o["operand_precision"] == ("highest", "default")
-    assert o["unknown_attr"] == Raw("{a b c}")
+    assert o["sharding"] == Raw("{maximal device=0}")
     text = m.to_text(metadata=False)
-    assert "metadata" not in text and "unknown_attr={a b c}" in text
+    assert "metadata" not in text and "sharding={maximal device=0}" in text
 
 
 def test_iota_replica_groups_sharding_and_control_predecessors():
@@ -286,3 +286,159 @@ def test_deeply_nested_anonymous_operands():
         expr = f"f32[] negate({expr})"
     m = hlo_opt.parse(f"HloModule m\nENTRY e {{ ROOT r = f32[] abs({expr}) }}")
     assert len(m.entry.instructions) == depth + 2
+
+
+# Forms XLA's parser accepts that are easy to get wrong; each parses here, and XLA agrees.
+XLA_FORMS = {
+    "comments inside shapes, layouts and literals": """/* leading */ HloModule m
+    ENTRY e {
+      p = f32/*t*/[/*rows*/2, 3]{1, /*minor*/0} parameter(0), metadata={op_name="a/*b*/c//d"}
+      c = s32[2,1] constant({ /*i0=0*/ {1}, /*i0=1*/ {2} })
+      ROOT t = (f32[2,3], s32[2,1]) tuple(p, c) // trailing
+    }""",
+    "names that end in a colon": """HloModule no_root:
+    ENTRY e: {
+      x:= f32[] constant(2)
+      y: = f32[] constant(1)
+    }""",
+    "whitespace between type, dims and layout": """HloModule m
+    ENTRY e {
+      ROOT p = f32 [2,
+        3]
+        {1,-0} parameter(0)
+    }""",
+    "literal forms": """HloModule m
+    ENTRY e {
+      a = u64[2] constant({-1, 5})
+      b = f32[2,2] constant(3)
+      c = bf16[3] constant({nan(0x7f), -nan(0x1), nan(0x40)})
+      d = f16[] constant(nan(0x1ff))
+      e = f8e5m2[] constant(-nan(0x1))
+      f = f32[] constant(-.5)
+      ROOT t = (u64[2], f32[2,2], bf16[3], f16[], f8e5m2[], f32[]) tuple(a, b, c, d, e, f)
+    }""",
+    "signature parameters are not compared": """HloModule m
+    ENTRY e (unused: s32[7], more: pred[]) -> f32[2] {
+      ROOT p = f32[2] parameter(0)
+    }""",
+    "declared operand shapes up to dynamism": """HloModule m
+    ENTRY e {
+      p = s32[4] parameter(0)
+      n = s32[] constant(2)
+      d = s32[<=4] set-dimension-size(p, n), dimensions={0}
+      ROOT c = s32[<=4] copy(s32[4] d)
+    }""",
+    "a single instruction": "f32[2] add(f32[2], f32[2] x)",
+    "a named single instruction": "ROOT r = f32[2] add(f32[2] p, f32[2] p)",
+    "inline branch computations": """HloModule m
+    ENTRY e {
+      i = s32[] parameter(0)
+      x = f32[2] parameter(1)
+      ROOT c = f32[2] conditional(i, x, x), branch_computations={
+        { a = f32[2] parameter(0)  ROOT n = f32[2] negate(a) },
+        { b = f32[2] parameter(0)  ROOT m = f32[2] abs(b) } }
+    }""",
+    "layout parts": """HloModule m
+    ENTRY e {
+      ROOT p = f32[8,128]{1,0 : D(D,C+~)T(8, 128)(2,*)L(2)#(u32)*(u16)E(32)S(1)SC(1:200)(0:1,2)M(4)} parameter(0)
+    }""",
+    "enum values in either case where XLA ignores case": """HloModule m
+    ENTRY e {
+      p = f32[2,2] parameter(0)
+      ROOT d = f32[2,2] dot(p, p), lhs_contracting_dims={1}, rhs_contracting_dims={0}, operand_precision={HIGHEST,default}, algorithm=DOT_F32_F32_F32
+    }""",
+    "module attribute values": """HloModule m, is_scheduled=false, replica_count=1, input_output_alias={ {0}: (0, {}, may-alias), }, buffer_donor={ (1, {}) }, allow_spmd_sharding_propagation_to_output={true}
+    ENTRY e {
+      p = f32[2] parameter(0)
+      q = f32[2] parameter(1)
+      ROOT t = (f32[2]) tuple(p)
+    }""",
+    "result accuracy and operand layouts": """HloModule m
+    ENTRY e {
+      p = f32[2,3] parameter(0)
+      x = f32[2,3] exponential(p), result_accuracy={tolerance={atol=0,rtol=0.5,ulps=1}}
+      ROOT c = f32[3,2] custom-call(x), custom_call_target="t", operand_layout_constraints={f32[2,3]{0,1}}
+    }""",
+    "a generic async chain": """HloModule m
+    c { a = f32[2] parameter(0)  ROOT n = f32[2] negate(a) }
+    ENTRY e {
+      p = f32[2] parameter(0)
+      s = ((f32[2]), f32[2], s32[]) async-start(p), calls=c
+      u = ((f32[2]), f32[2], s32[]) async-update(s), calls=c
+      ROOT d = f32[2] async-done(u)
+    }""",
+    "an async wrapper takes the wrapped op's attributes": """HloModule m
+    ENTRY e {
+      p = f32[2] parameter(0)
+      s = ((f32[2]), f32[2], s32[]) custom-call-start(p), custom_call_target="foo", async_execution_thread="t"
+      ROOT d = f32[2] custom-call-done(s), async_execution_thread="t"
+    }""",
+}
+
+
+@pytest.mark.parametrize("text", XLA_FORMS.values(), ids=XLA_FORMS.keys())
+def test_forms_xla_accepts_parse_and_print_back(text):
+    module = hlo_opt.parse(text)
+    assert hlo_opt.parse(module.to_text()).to_text() == module.to_text()
+
+
+@pytest.mark.parametrize("text", XLA_FORMS.values(), ids=XLA_FORMS.keys())
+def test_xla_accepts_the_same_forms(text, xla):
+    xla.parse(text)
+
+
+def test_comments_read_as_whitespace_inside_tokens():
+    i = inst(XLA_FORMS["comments inside shapes, layouts and literals"], "p")
+    assert i.shape == Shape("f32", (2, 3), Layout((1, 0)))
+    assert i.attrs["metadata"] == Raw('{op_name="a/*b*/c//d"}')
+    c = inst(XLA_FORMS["comments inside shapes, layouts and literals"], "c")
+    assert c.literal.tolist() == [[1], [2]]
+
+
+def test_names_ending_in_colon_are_the_names_without_it():
+    m = hlo_opt.parse(XLA_FORMS["names that end in a colon"])
+    assert (m.name, m.entry.name, m.entry.root.name) == ("no_root", "e", "y")
+
+
+def test_literals_as_xla_reads_them():
+    get = {i.name: i.literal for i in hlo_opt.parse(XLA_FORMS["literal forms"]).instructions()}
+    assert get["a"].tolist() == [2**64 - 1, 5]                 # u64 wraps a negative value
+    assert get["b"].tolist() == [[3, 0], [0, 0]]               # a bare value fills element 0
+    bits = get["c"].view(np.uint16).tolist()
+    assert bits == [0x7F80 | 0x7F, 0xFF80 | 0x1, 0x7F80 | 0x40]
+    assert int(get["d"].view(np.uint16)) == 0x7C00 | 0x1FF
+    assert int(get["e"].view(np.uint8)) == 0xFC | 0x1
+    assert float(get["f"]) == -0.5
+
+
+def test_nan_payloads_print_back_for_every_width():
+    text = hlo_opt.parse(XLA_FORMS["literal forms"]).to_text()
+    assert "constant({nan(0x7f), -nan(0x1), nan})" in text     # 0x40 is bf16's quiet NaN
+    assert "constant(nan(0x1ff))" in text and "constant(-nan(0x1))" in text
+
+
+def test_single_instruction_text_makes_a_module_of_one_instruction():
+    m = hlo_opt.parse(XLA_FORMS["a single instruction"])
+    assert m.name == "_" and m.entry.name == "_"
+    assert [(p.name, p.parameter_number) for p in m.entry.parameters] == [("_0", 0), ("x", 1)]
+    assert m.entry.root.opcode == "add" and m.entry.root.name == "_"
+    named = hlo_opt.parse(XLA_FORMS["a named single instruction"]).entry
+    assert named.root.name == "r" and [p.name for p in named.parameters] == ["p"]
+    assert named.root.operands[0] is named.root.operands[1]
+
+
+def test_inline_branch_computations_become_computations():
+    m = hlo_opt.parse(XLA_FORMS["inline branch computations"])
+    branches = m.entry.root.attrs["branch_computations"]
+    assert [b.root.opcode for b in branches] == ["negate", "abs"]
+
+
+def test_every_opcode_takes_the_generic_attributes_and_its_own():
+    from hlo_opt.ops import GENERIC_ATTRIBUTES, OPS, attribute_rules
+    for opcode in OPS:
+        allowed, required = attribute_rules(opcode)
+        assert GENERIC_ATTRIBUTES <= allowed and required <= allowed
+    assert attribute_rules("reduce")[1] == {"to_apply", "dimensions"}
+    assert "to_apply" in attribute_rules("call-start")[0]
+    assert attribute_rules("call-done")[0] == GENERIC_ATTRIBUTES | {"async_execution_thread"}
+    assert attribute_rules("no-such-op") is None
