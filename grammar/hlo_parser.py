@@ -19,6 +19,7 @@ from .. import attributes
 from ..errors import HloError
 from ..ir import Computation, Instruction, Module
 from ..ops import OPS, attribute_rules
+from ..verifier import check_parameter_numbers
 from ..shape import UNBOUNDED, Layout, Shape, TupleShape
 from .async_ops import async_step, check_async
 from .layouts import check_layout_tail
@@ -197,10 +198,10 @@ class _Builder(Transformer):
                 raise self.error(f"unexpected computation attribute '{attr_tok.value[:-1]}'",
                                  attr_tok)
             thread = self._decode_string(value_tok)
-        numbers = sorted(p.parameter_number for p in scope.insts if p.opcode == "parameter")
-        if numbers != list(range(len(numbers))):
-            raise self.error(f"parameter numbers of '{name}' are {numbers}, not 0 to "
-                             f"{len(numbers) - 1}", name_tok)
+        try:
+            check_parameter_numbers(name, scope.insts)
+        except HloError as e:
+            raise HloError(e.message, self.filename, e.line, e.column) from None
         comp = Computation(name, scope.insts, root, thread, name_tok.line, name_tok.column)
         if signature is not None:
             self._check_signature(comp, signature, name_tok)

@@ -40,21 +40,11 @@ def _verify_computation(comp: Computation, known: set[int]) -> None:
         raise HloError(f"computation {comp.name}: root {comp.root.name} is not one of its "
                        "instructions", line=comp.line, column=comp.column)
     names: set[str] = set()
-    numbers: set[int] = set()
-    count = sum(1 for inst in comp.instructions if inst.opcode == "parameter")
+    check_parameter_numbers(comp.name, comp.instructions)
     for inst in comp.instructions:
         if inst.name in names:
             _fail(inst, f"name is used twice in computation {comp.name}")
         names.add(inst.name)
-        if inst.opcode == "parameter":
-            n = inst.parameter_number
-            if n is None or n in numbers:
-                _fail(inst, f"parameter number {n} is missing or repeated")
-            if not 0 <= n < count:
-                _fail(inst, f"parameter({n}) in computation {comp.name}, which has {count} "
-                            f"parameter{'s' if count != 1 else ''}: the numbers must be "
-                            f"0..{count - 1}")
-            numbers.add(n)
         for op in inst.operands:
             if id(op) not in members:
                 _fail(inst, f"operand {op.name} is not in computation {comp.name}")
@@ -62,6 +52,24 @@ def _verify_computation(comp: Computation, known: set[int]) -> None:
             if id(callee) not in known:
                 _fail(inst, f"calls computation {callee.name}, which is not in the module")
         _verify_instruction(inst)
+
+
+def check_parameter_numbers(name: str, instructions: Sequence[Instruction]) -> None:
+    """Parameters are numbered 0..N-1, each once (XLA's parser refuses anything else, so
+    ours calls this too); the error points at the first offending parameter."""
+    numbers: set[int] = set()
+    count = sum(1 for inst in instructions if inst.opcode == "parameter")
+    for inst in instructions:
+        if inst.opcode != "parameter":
+            continue
+        n = inst.parameter_number
+        if n is None or n in numbers:
+            _fail(inst, f"parameter number {n} is missing or repeated")
+        if not 0 <= n < count:
+            _fail(inst, f"parameter({n}) in computation {name}, which has {count} "
+                        f"parameter{'s' if count != 1 else ''}: the numbers must be "
+                        f"0..{count - 1}")
+        numbers.add(n)
 
 
 def _verify_instruction(inst: Instruction) -> None:

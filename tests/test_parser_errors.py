@@ -77,7 +77,7 @@ CASES = [
     ("%c (x: f32[2]) -> f32[2] {\n  ROOT x = f32[2] parameter(0)\n}", 1, 4, "expected '='"),
     ("HloModule m\nENTRY e {\n  ROOT p = f32[2] parameter(0), metadata={op_nme=\"x\"}\n}", 3, 42, "metadata: expected {key=value ...}"),
     ("HloModule m\nENTRY e {\n  c= f32[2] parameter(0)\n}", 3, 3, "unexpected 'c='"),
-    ("HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT q = f32[2] parameter(0)\n}", 2, 7, "parameter numbers of 'e' are [0, 0], not 0 to 1"),
+    ("HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT q = f32[2] parameter(0)\n}", 4, 8, "q: parameter number 0 is missing or repeated"),
     ("HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT x = f32[2] exponential(p), result_accuracy={mode=high}\n}", 4, 51, "result_accuracy: expected {mode=default|highest}"),
     ("HloModule m, input_output_alias={ {0, a}: (0, {0}) }\nENTRY e {\n  ROOT p = f32[2] parameter(0)\n}", 1, 33, "malformed input_output_alias"),
     ("HloModule m, is_scheduled=1\nENTRY e {\n  ROOT p = f32[2] parameter(0)\n}", 1, 27, "malformed is_scheduled value '1'"),
@@ -102,7 +102,9 @@ VERIFIER_CASES = [
 
 # XLA's parser aborts the process on these (a CHECK failure), so it is not asked here.
 XLA_ABORTS = [
-    ("HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT q = f32[2] parameter(2)\n}", 2, 7, "parameter numbers of 'e' are [0, 2], not 0 to 1"),
+    ("HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT q = f32[2] parameter(2)\n}", 4, 8, "q: parameter(2) in computation e, which has 2 parameters: the numbers must be 0..1"),
+    ("HloModule m\nENTRY e {\n  a = f32[4] parameter(0)\n  ROOT d = f32[4] async-done(a)\n}", 4, 19,
+     "async-done takes one operand, the async-start or -update it continues"),
 ]
 
 

@@ -254,8 +254,6 @@ def test_collectives_transfers_and_async_ops_verify(body):
      r"async-start result should start with \(f32\[4\]\), f32\[4\]"),
     ("a = f32[4] parameter(0)\nROOT s = ((f32[4]), f32[5], s32[]) negate-start(a)",
      r"result shape should be f32\[4\], declared f32\[5\]"),
-    ("a = f32[4] parameter(0)\nROOT d = f32[4] async-done(a)",
-     "async-done needs the tuple its start produced"),
     ("a = f32[4] parameter(0)\nROOT c = f32[9999999999999999999] custom-call(a), "
      "custom_call_target=\"foo\"", r"c: f32\[9999999999999999999\] has 34\.7 EiB, more than "
                                   r"an array can hold \(2\^63 - 1 bytes\)"),
