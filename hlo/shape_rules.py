@@ -67,12 +67,26 @@ def _dot(opcode, operands, attrs):
             if lhs.dims[l] != rhs.dims[r]:
                 fail(f"dot {kind} dimensions differ: {text(lhs)} dim {l} vs "
                      f"{text(rhs)} dim {r}")
+    groups = []
     if opcode == "ragged-dot":
         rc = rc + tuple(attrs.get("rhs_group_dims", ()))
-    dims = ([lhs.dims[d] for d in lb]
+        groups = _ragged_groups(lhs, operands[2], attrs, lc)
+    dims = (groups + [lhs.dims[d] for d in lb]
             + [n for i, n in enumerate(lhs.dims) if i not in lc and i not in lb]
             + [n for i, n in enumerate(rhs.dims) if i not in rc and i not in rb])
     return array(_result_type(lhs, rhs), dims)
+
+
+def _ragged_groups(lhs: Shape, group_sizes: AnyShape, attrs: dict, contracting) -> list[int]:
+    """A ragged-dot whose ragged lhs dimension is contracted sums each group apart: the
+    result gains a leading dimension of one entry per group (group_sizes' last)."""
+    ragged = tuple(attrs.get("lhs_ragged_dims", ()))
+    if not set(ragged) & set(contracting):
+        return []
+    sizes = expect_array(group_sizes, "ragged-dot group sizes")
+    if sizes.rank == 0:
+        fail(f"ragged-dot group sizes {text(sizes)} need a dimension of groups")
+    return [sizes.dims[-1]]
 
 
 def conv_dims(lhs: Shape, rhs: Shape, labels: ConvDimLabels, window: Window,
