@@ -193,3 +193,15 @@ def test_edge_modules_give_xla_answer_at_every_entry(name):
         assert len(results) == len(expected)
         for got, want in zip(results, expected):
             np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("entry", ["evaluate", "optimize", "compile"])
+def test_entry_points_take_a_module_or_text_and_nothing_else(entry):
+    text = "HloModule r\nENTRY e { p = f32[2] parameter(0)  ROOT n = f32[2] negate(p) }\n"
+    x = np.array([1.0, -2.0], np.float32)
+    run = {"evaluate": lambda m: hlo_opt.evaluate(m, [x]),
+           "optimize": lambda m: hlo_opt.evaluate(hlo_opt.optimize(m), [x]),
+           "compile": lambda m: hlo_opt.compile(m)(x)}[entry]
+    assert run(text)[0].tolist() == [-1.0, 2.0]
+    with pytest.raises(HloError, match="expected a Module or HLO text, got NoneType"):
+        run(None)
