@@ -347,6 +347,8 @@ class _Builder(Transformer):
                                  f"{'s' if info.arity != 1 else ''}, got {len(operands)}", tok)
             if shape is None:
                 shape = self._infer(opcode, operands, attrs, info, tok)
+            elif opcode in _REBUILT:
+                shape = _rebuilt_shape(opcode, operands, shape)
             inst = Instruction(name, opcode, shape, operands, attrs,
                                line=name_tok.line, column=name_tok.column)
             if info is None or info.category == "control":
@@ -515,6 +517,28 @@ def _describe(parser: Lark, terminal: str) -> str:
 
 def _comment_hint(text: str) -> str:
     return " (unterminated comment?)" if text.startswith("/") else ""
+
+
+# Ops whose result shape XLA's parser builds itself, whatever the text declares: from the
+# operands, or (recv, infeed) from the declared data shape, element 0 of the tuple.
+_REBUILT = frozenset({"after-all", "add-dependency", "send", "outfeed", "send-done",
+                      "recv-done", "recv", "infeed"})
+
+
+def _rebuilt_shape(opcode: str, operands, declared):
+    """The shape XLA gives an op of _REBUILT; the declared one where the operands (or a
+    declared data shape) are missing or wrong, for the verifier to report."""
+    from ..shape_inference import infer_shape
+    from ..transfer_rules import CONTEXT, TOKEN
+    if opcode in ("recv", "infeed"):
+        if not declared.is_tuple or not declared.elements:
+            return declared
+        context = (CONTEXT,) if opcode == "recv" else ()
+        return TupleShape((declared.elements[0],) + context + (TOKEN,))
+    try:
+        return infer_shape(opcode, [o.shape for o in operands], {})
+    except HloError:
+        return declared
 
 
 def _strip(name: str) -> str:

@@ -31,11 +31,20 @@ def parse(text: str, filename: str | None = None) -> Module:
     return parse_module(text, filename)
 
 
-def evaluate(module: Module, args, verify: bool = True):
+def _module(module: Module | str) -> Module:
+    """The entry points take a Module or HLO text."""
+    if isinstance(module, str):
+        return parse(module)
+    if not isinstance(module, Module):
+        raise HloError(f"expected a Module or HLO text, got {type(module).__name__}")
+    return module
+
+
+def evaluate(module: Module | str, args, verify: bool = True):
     """Run the entry computation on numpy arrays; a tuple result comes back flattened.
-    The module is verified first unless `verify` is False."""
+    The module (or HLO text) is verified first unless `verify` is False."""
     from .interpreter import evaluate as _evaluate
-    return _evaluate(module, args, verify)
+    return _evaluate(_module(module), args, verify)
 
 
 def compile(module: Module | str, target: str = "cpu", verify: bool = True,  # noqa: A001
@@ -44,15 +53,15 @@ def compile(module: Module | str, target: str = "cpu", verify: bool = True,  # n
     whose outputs come back flattened, like `evaluate` (options: flush_denormals). The
     module is verified first unless `verify` is False."""
     from .lowering import compile as _compile
-    return _compile(module, target, verify=verify, **options)
+    return _compile(_module(module), target, verify=verify, **options)
 
 
-def optimize(module: Module, rules="default", fp_mode: str = "xla", target: str = "cpu",
+def optimize(module: Module | str, rules="default", fp_mode: str = "xla", target: str = "cpu",
              time_limit: float = 60.0, node_limit: int = 200_000, iteration_limit: int = 30,
              stats: bool = False, fusion: bool = True, verify: bool = True):
     """The module rewritten by the rule set, extracted at least cost for `target` and fused
     where the rules allow and the target's model gains; with `stats`, (module, report).
     The input is verified first unless `verify` is False. See egraph/pipeline.py."""
     from .egraph import optimize as _optimize
-    return _optimize(module, rules, fp_mode, target, time_limit, node_limit, iteration_limit,
-                     stats, fusion, verify)
+    return _optimize(_module(module), rules, fp_mode, target, time_limit, node_limit,
+                     iteration_limit, stats, fusion, verify)

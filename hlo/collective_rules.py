@@ -20,6 +20,7 @@ from .shape_util import (array, attr, dims_attr, expect_array, fail, maybe_tuple
                          text)
 from .transfer_rules import done_rule
 
+_WHITESPACE = re.compile(r"\s+")      # lists may span lines
 _IOTA_GROUPS = re.compile(r"\[(\d+),(\d+)\]<=\[([\d,]+)\](?:T\(([\d,]+)\))?")
 
 
@@ -28,7 +29,7 @@ def _int_lists(value, name: str) -> list[list[int]]:
     if isinstance(value, (tuple, list)):
         return [list(v) if isinstance(v, (tuple, list)) else [v] for v in value]
     source = value.text if isinstance(value, Raw) else str(value)
-    body = source.replace(" ", "")
+    body = _WHITESPACE.sub("", source)
     if not re.fullmatch(r"\{(\{[\d,]*\},?)*\}", body):
         fail(f"{name}={source} is not a list of integer lists")
     return [[int(x) for x in group.split(",") if x] for group in re.findall(r"\{([\d,]*)\}",
@@ -43,7 +44,7 @@ def replica_groups(attrs: dict) -> list[list[int]]:
         return []
     source = value.text if isinstance(value, Raw) else value
     if isinstance(source, str) and source.startswith("["):
-        m = _IOTA_GROUPS.fullmatch(source.replace(" ", ""))
+        m = _IOTA_GROUPS.fullmatch(_WHITESPACE.sub("", source))
         if m is None:
             fail(f"replica_groups={source} is not [groups,size]<=[dims] (T(permutation))")
         count, size = int(m[1]), int(m[2])
@@ -58,7 +59,11 @@ def replica_groups(attrs: dict) -> list[list[int]]:
 
 def group_size(opcode: str, attrs: dict, uniform: bool = True) -> int | None:
     """Participants per group, or None when the module does not say. Groups must name each
-    participant 0..n-1 exactly once and (except all-reduce's) have one size."""
+    participant 0..n-1 exactly once and (except all-reduce's) have one size.
+    Global device ids are only meaningful across partitions, which a channel_id selects:
+    use_global_device_ids=true without one names no group mode XLA knows."""
+    if attrs.get("use_global_device_ids") and "channel_id" not in attrs:
+        fail(f"{opcode} with use_global_device_ids=true needs a channel_id")
     groups = replica_groups(attrs)
     if not groups:
         return None
@@ -134,7 +139,7 @@ def _resized(opcode: str, operands: list, attrs: dict, results: list[Shape],
 
 
 def _check(opcode: str, inferred: AnyShape, declared: AnyShape) -> None:
-    if not inferred.compatible(declared):
+    if not inferred.compatible(declared, dynamic=False):
         fail(f"{opcode} result should be {text(inferred)}, declared {text(declared)}")
 
 

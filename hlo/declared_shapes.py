@@ -1,4 +1,5 @@
-"""Checks of result shapes the text spells out: ops whose result shape cannot be inferred
+"""Checks of result shapes the text spells out (as XLA's verifier compares them: up to
+layout and to which dimensions are dynamic): ops whose result shape cannot be inferred
 from their operands alone (convert, reshape, broadcast, rng, recv, ...), ops whose declared
 shape carries a parameter (all-gather's shard count, dot's preferred type), and async
 wrappers. Every other op is compared with shape inference. The verifier calls
@@ -132,9 +133,10 @@ def _check_rng(operands, attrs, declared):
 
 
 def _check_rng_bit_generator(operands, attrs, declared):
-    """(new state, random bits): the state keeps the operand's shape."""
+    """(new state, random bits): the state keeps the operand's shape. XLA also takes an
+    array result: the random bits alone."""
     state = expect_array(operands[0], "rng-bit-generator state")
-    if not (declared.is_tuple and len(declared.elements) == 2
+    if declared.is_tuple and not (len(declared.elements) == 2
             and declared.elements[0].compatible(state) and not declared.elements[1].is_tuple):
         fail(f"rng-bit-generator produces ({text(state)}, random bits), not {text(declared)}")
 
@@ -167,7 +169,7 @@ def _check_async_start(operands, attrs, declared):
 
 def _check_async_tuple(opcode: str, expected: tuple, declared: AnyShape) -> None:
     if not declared.is_tuple or len(declared.elements) < 2 or not TupleShape(
-            expected + declared.elements[2:]).compatible(declared):
+            expected + declared.elements[2:]).compatible(declared, dynamic=False):
         fail(f"{opcode} result should start with {', '.join(map(text, expected))}, "
              f"declared {text(declared)}")
 
@@ -227,5 +229,5 @@ def check_declared_shape(opcode: str, operands: Sequence[AnyShape], attrs: dict,
         check(operands, attrs, declared)
     elif opcode in INFERABLE:
         inferred = infer_shape(opcode, operands, attrs)
-        if not inferred.compatible(declared):
+        if not inferred.compatible(declared, dynamic=False):
             fail(f"result shape should be {text(inferred)}, declared {text(declared)}")

@@ -67,12 +67,26 @@ def _dot(opcode, operands, attrs):
             if lhs.dims[l] != rhs.dims[r]:
                 fail(f"dot {kind} dimensions differ: {text(lhs)} dim {l} vs "
                      f"{text(rhs)} dim {r}")
+    groups = []
     if opcode == "ragged-dot":
         rc = rc + tuple(attrs.get("rhs_group_dims", ()))
-    dims = ([lhs.dims[d] for d in lb]
+        groups = _ragged_groups(lhs, operands[2], attrs, lc)
+    dims = (groups + [lhs.dims[d] for d in lb]
             + [n for i, n in enumerate(lhs.dims) if i not in lc and i not in lb]
             + [n for i, n in enumerate(rhs.dims) if i not in rc and i not in rb])
     return array(_result_type(lhs, rhs), dims)
+
+
+def _ragged_groups(lhs: Shape, group_sizes: AnyShape, attrs: dict, contracting) -> list[int]:
+    """A ragged-dot whose ragged lhs dimension is contracted sums each group apart: the
+    result gains a leading dimension of one entry per group (group_sizes' last)."""
+    ragged = tuple(attrs.get("lhs_ragged_dims", ()))
+    if not set(ragged) & set(contracting):
+        return []
+    sizes = expect_array(group_sizes, "ragged-dot group sizes")
+    if sizes.rank == 0:
+        fail(f"ragged-dot group sizes {text(sizes)} need a dimension of groups")
+    return [sizes.dims[-1]]
 
 
 def conv_dims(lhs: Shape, rhs: Shape, labels: ConvDimLabels, window: Window,
@@ -136,28 +150,37 @@ def _split_inputs(opcode: str, operands: list[AnyShape]) -> tuple[list[Shape], l
     return inputs, inits
 
 
-def _check_reducer(comp, types: Sequence[str], opcode: str) -> None:
-    """A reducer takes 2N scalars (accumulators, then inputs) and returns N scalars."""
+def _check_reducer(comp, types: Sequence[str], opcode: str) -> bool:
+    """A reducer takes 2N scalars (accumulators, then inputs) and returns N scalars, as a
+    tuple when N > 1; XLA also takes a 1-tuple for N = 1. Whether it returns a tuple (the
+    reduction's result is one too)."""
     acc = scalars(types)
-    check_signature(comp, acc + acc, maybe_tuple(acc) if len(acc) > 1 else acc[0], opcode)
+    tupled = len(acc) > 1 or comp.root.shape.is_tuple
+    check_signature(comp, acc + acc, TupleShape(tuple(acc)) if tupled else acc[0], opcode)
+    return tupled
+
+
+def _reduced(opcode, operands, attrs, computations, output_dims) -> AnyShape:
+    """reduce and reduce-window: one result per init value, of dims `output_dims(input)`."""
+    inputs, inits = _split_inputs(opcode, operands)
+    tupled = _check_reducer(computation(attrs, "to_apply", opcode, computations),
+                            [s.element_type for s in inits], opcode)
+    dims = output_dims(inputs[0])
+    results = tuple(array(s.element_type, dims) for s in inits)
+    return TupleShape(results) if tupled else results[0]
 
 
 def _reduce(opcode, operands, attrs, computations):
-    inputs, inits = _split_inputs(opcode, operands)
-    _check_reducer(computation(attrs, "to_apply", opcode, computations),
-                   [s.element_type for s in inits], opcode)
-    dims = dims_attr(attrs, "dimensions", opcode, inputs[0].rank)
-    kept = [n for i, n in enumerate(inputs[0].dims) if i not in dims]
-    return maybe_tuple([array(s.element_type, kept) for s in inits])
+    def kept(x):
+        dims = dims_attr(attrs, "dimensions", opcode, x.rank)
+        return [n for i, n in enumerate(x.dims) if i not in dims]
+    return _reduced(opcode, operands, attrs, computations, kept)
 
 
 def _reduce_window(opcode, operands, attrs, computations):
-    inputs, inits = _split_inputs(opcode, operands)
-    _check_reducer(computation(attrs, "to_apply", opcode, computations),
-                   [s.element_type for s in inits], opcode)
-    window = attrs.get("window") or Window.default(inputs[0].rank)
-    dims = window_output_dims(inputs[0].dims, window)
-    return maybe_tuple([array(s.element_type, dims) for s in inits])
+    def windowed(x):
+        return window_output_dims(x.dims, attrs.get("window") or Window.default(x.rank))
+    return _reduced(opcode, operands, attrs, computations, windowed)
 
 
 def _select_and_scatter(opcode, operands, attrs, computations):

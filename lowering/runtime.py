@@ -5,8 +5,9 @@
     run.stats                            # kernels, fallbacks, peak arena bytes, compile time
 
 compile: parse -> host program (program.py) with one kernel per group or fusion (emitted
-once per process, by fingerprint, and compiled in one batch) -> buffer assignment -> the
-driver function -> JIT. A call checks the arguments, allocates the outputs, and makes one
+once while cached, by fingerprint, and compiled in one batch) -> buffer assignment -> the
+driver function -> JIT. Executables and kernels are cached by fingerprint, the most
+recently used EXECUTABLE_CACHE_SIZE and KERNEL_CACHE_SIZE of them (LruCache). A call checks the arguments, allocates the outputs, and makes one
 ctypes call into the driver, which releases the GIL while native code runs. The arena of
 temporaries is allocated once per executable and reused by calls that do not overlap (a
 concurrent call gets its own).
@@ -21,6 +22,7 @@ from __future__ import annotations
 import ctypes
 import threading
 import time
+from collections import OrderedDict
 
 import numpy as np
 
@@ -33,8 +35,48 @@ from .emit_kernel import KernelCode, emit_kernel
 from .fingerprint import fingerprint
 from .program import Buffer, Conditional, Copy, KernelStep, Program, ProgramBuilder, While, leaves
 
-_kernels: dict[str, KernelCode] = {}
-_executables: dict[str, "Executable"] = {}
+
+
+class LruCache:
+    """A dict that keeps its `size` most recently used entries, so a process compiling
+    many distinct modules (a JAX integration) does not keep every one.
+
+    Evicting only drops this cache's reference. Machine code is never freed: every object
+    file joins the one MCJIT engine (jit.py), which keeps it loaded for the life of the
+    process, so an executable or kernel still held by a caller keeps working; what an
+    eviction releases is the Python side (IR text, programs, arenas of temporaries). A
+    kernel compiled again after eviction is found in jit's cache of addresses by the hash
+    of its IR, not loaded twice."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self._entries: OrderedDict = OrderedDict()
+
+    def get(self, key):
+        value = self._entries.get(key)
+        if value is not None:
+            self._entries.move_to_end(key)
+        return value
+
+    def put(self, key, value) -> None:
+        self._entries[key] = value
+        self._entries.move_to_end(key)
+        while len(self._entries) > self.size:
+            self._entries.popitem(last=False)
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+# Executables hold their program and an arena as large as the module's temporaries;
+# kernels hold LLVM IR text (kilobytes to a few megabytes for large fusions).
+EXECUTABLE_CACHE_SIZE = 64
+KERNEL_CACHE_SIZE = 4096
+_kernels = LruCache(KERNEL_CACHE_SIZE)
+_executables = LruCache(EXECUTABLE_CACHE_SIZE)
 _lock = threading.RLock()
 _CALLBACK = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_int64, ctypes.c_void_p)
 _DRIVER = ctypes.CFUNCTYPE(ctypes.c_int32, *([ctypes.c_void_p] * 6))   # addresses as ints
@@ -47,7 +89,8 @@ def kernel_for(comp: Computation) -> KernelCode:
     with _lock:
         code = _kernels.get(key)
         if code is None:
-            code = _kernels[key] = emit_kernel(comp, f"k_{key[:20]}", key)
+            code = emit_kernel(comp, f"k_{key[:20]}", key)
+            _kernels.put(key, code)
         return code
 
 
@@ -82,7 +125,8 @@ def compile_module(module, target: str = "cpu", flush_denormals: bool = False) -
     with _lock:
         exe = _executables.get(key)
         if exe is None:
-            exe = _executables[key] = Executable(module, flush_denormals)
+            exe = Executable(module, flush_denormals)
+            _executables.put(key, exe)
         return exe
 
 

@@ -35,7 +35,7 @@ REPRODUCERS = {
         r"r: reshape from s32\[2,4,2\] \(16 elements\) to s32\[3,3\] \(9 elements\)"),
     "r06_parameter_numbers": (
         "ENTRY e { p = f32[4] parameter(1)  ROOT n = f32[4] negate(p) }",
-        r"p: parameter\(1\) in computation e, which has 1 parameter: the numbers must be 0..0"),
+        r"parameter numbers of 'e' are \[1\], not 0 to 0"),
     "r08_dot_dimension_out_of_range": (
         "ENTRY e { a = f32[4,4] parameter(0)  b = f32[4,4] parameter(1)  "
         "ROOT d = f32[4,4] dot(a, b), lhs_contracting_dims={5}, rhs_contracting_dims={0} }",
@@ -141,3 +141,67 @@ def test_sizes_beyond_int64_bytes_are_rejected_by_the_verifier(entry):
     text = BIG_ALL_GATHER.replace("99999999999", "9999999999999999999")
     with pytest.raises(HloError, match=r"more than an array can hold \(2\^63 - 1 bytes\)"):
         ENTRIES[entry](text)
+
+
+# Well-typed modules at the edge of what XLA accepts, with arguments: each entry point
+# computes XLA's answer (the values below are what the interpreter, an independent numpy
+# reading, gives; XLA itself is asked where jax is installed).
+# A maximum spelled out (the interpreter's generic reducer path) and a plain add (its
+# ufunc path), each returning a 1-tuple.
+_SELECT_MAX = ("f { a = f32[] parameter(0)  b = f32[] parameter(1)  "
+               "c = pred[] compare(a, b), direction=GE  s = f32[] select(c, a, b)  "
+               "ROOT t = (f32[]) tuple(s) }\n")
+_ADD = ("f { a = f32[] parameter(0)  b = f32[] parameter(1)  s = f32[] add(a, b)  "
+        "ROOT t = (f32[]) tuple(s) }\n")
+EDGE_MODULES = {
+    "reduce with a 1-tuple reducer": (
+        _SELECT_MAX + "ENTRY e { p = f32[4,3] parameter(0)  "
+        "z = f32[] constant(1)  r = (f32[3]) reduce(p, z), dimensions={0}, to_apply=f  "
+        "g = f32[3] get-tuple-element(r), index=0  ROOT n = f32[3] negate(g) }",
+        [np.arange(12, dtype=np.float32).reshape(4, 3) - 5]),
+    "reduce-window with a 1-tuple reducer": (
+        _ADD + "ENTRY e { p = f32[4,6] parameter(0)  "
+        "z = f32[] constant(-1)  ROOT r = (f32[3,5]) reduce-window(p, z), window={size=2x2}, "
+        "to_apply=f }",
+        [np.arange(24, dtype=np.float32).reshape(4, 6) - 12]),
+    "scatter with a 1-tuple combiner": (
+        _SELECT_MAX + "ENTRY e { p = f32[4] parameter(0)  i = s32[3,1] parameter(1)  "
+        "u = f32[3] parameter(2)  ROOT s = f32[4] scatter(p, i, u), update_window_dims={}, "
+        "inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, "
+        "to_apply=f }",
+        [np.arange(4, dtype=np.float32), np.array([[1], [3], [1]], np.int32),
+         np.array([10, -20, 5], np.float32)]),
+    "pred dot": (
+        "ENTRY e { a = pred[9,30] parameter(0)  b = pred[30,10] parameter(1)  "
+        "ROOT d = pred[9,10] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0} }",
+        [np.random.default_rng(0).random((9, 30)) < 0.1,
+         np.random.default_rng(1).random((30, 10)) < 0.1]),
+}
+
+
+@pytest.mark.parametrize("name", EDGE_MODULES)
+def test_edge_modules_give_xla_answer_at_every_entry(name):
+    from hlo_opt import xla_oracle
+    body, args = EDGE_MODULES[name]
+    text = f"HloModule r\n{body}\n"
+    expected = hlo_opt.evaluate(hlo_opt.parse(text), args)
+    if xla_oracle.available():
+        for got, want in zip(xla_oracle.run(text, args), expected):
+            np.testing.assert_array_equal(got, want)
+    optimized = hlo_opt.optimize(hlo_opt.parse(text))
+    for results in (hlo_opt.evaluate(optimized, args), hlo_opt.compile(text)(*args)):
+        assert len(results) == len(expected)
+        for got, want in zip(results, expected):
+            np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("entry", ["evaluate", "optimize", "compile"])
+def test_entry_points_take_a_module_or_text_and_nothing_else(entry):
+    text = "HloModule r\nENTRY e { p = f32[2] parameter(0)  ROOT n = f32[2] negate(p) }\n"
+    x = np.array([1.0, -2.0], np.float32)
+    run = {"evaluate": lambda m: hlo_opt.evaluate(m, [x]),
+           "optimize": lambda m: hlo_opt.evaluate(hlo_opt.optimize(m), [x]),
+           "compile": lambda m: hlo_opt.compile(m)(x)}[entry]
+    assert run(text)[0].tolist() == [-1.0, 2.0]
+    with pytest.raises(HloError, match="expected a Module or HLO text, got NoneType"):
+        run(None)

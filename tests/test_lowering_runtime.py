@@ -215,6 +215,26 @@ def test_identical_kernels_compile_once():
     assert jit.stats["compiled"] == before
 
 
+def test_compiled_modules_and_kernels_are_cached_up_to_a_bound(monkeypatch):
+    """Distinct modules beyond the bound push the least recently used out; an evicted
+    executable still runs (its machine code stays loaded), and a module compiled again
+    after eviction reuses the kernels' machine code instead of compiling it twice."""
+    from hlo_opt.lowering import runtime
+    monkeypatch.setattr(runtime, "_executables", runtime.LruCache(3))
+    monkeypatch.setattr(runtime, "_kernels", runtime.LruCache(2))
+    texts = [module(f"x = f32[{n}] parameter(0)\nc = f32[] constant(2)\n"
+                    f"b = f32[{n}] broadcast(c), dimensions={{}}\n"
+                    f"ROOT m = f32[{n}] multiply(x, b)") for n in range(1, 9)]
+    exes = [hlo_opt.compile(t) for t in texts]
+    assert len(runtime._executables) == 3 and len(runtime._kernels) == 2
+    first = exes[0]
+    assert first(np.array([1.5], np.float32))[0].tolist() == [3.0]
+    before = jit.stats["compiled"]
+    again = hlo_opt.compile(texts[0])
+    assert again is not first and jit.stats["compiled"] == before
+    assert again(np.array([4.0], np.float32))[0].tolist() == [8.0]
+
+
 def test_arguments_are_checked():
     exe = hlo_opt.compile(module("x = f32[2] parameter(0)\nROOT n = f32[2] negate(x)"))
     with pytest.raises(HloError, match="dtype"):

@@ -442,3 +442,26 @@ def test_every_opcode_takes_the_generic_attributes_and_its_own():
     assert "to_apply" in attribute_rules("call-start")[0]
     assert attribute_rules("call-done")[0] == GENERIC_ATTRIBUTES | {"async_execution_thread"}
     assert attribute_rules("no-such-op") is None
+
+
+@pytest.mark.parametrize("instruction, shape", [
+    ("x = f32[] after-all()", "token[]"),
+    ("x = f32[7] add-dependency(p, t)", "f32[2]"),
+    ("x = f32[2] send(p, t), channel_id=1", "(f32[2], u32[], token[])"),
+    ("x = (f32[2]) outfeed(p, t)", "token[]"),
+    ("x = (f32[2], token[]) recv(t), channel_id=1", "(f32[2], u32[], token[])"),
+    ("x = (f32[2], u32[], u32[]) infeed(t)", "(f32[2], token[])"),
+    ("x = f32[] recv-done(r), channel_id=1", "(f32[3], token[])"),
+    ("x = f32[] send-done(s), channel_id=1", "token[]"),
+    ("x = f32[9] infeed(t)", "f32[9]"),      # no data shape to keep: the verifier says why
+])
+def test_transfer_shapes_are_rebuilt_as_xla_parses_them(instruction, shape):
+    """XLA's parser gives these ops the shape their operands (or the declared data shape)
+    make, whatever else the text declares; so do we."""
+    module = hlo_opt.parse("HloModule m\nENTRY e {\n p = f32[2] parameter(0)\n"
+                           " t = token[] after-all()\n"
+                           " r = (f32[3], u32[], token[]) recv(t), channel_id=2\n"
+                           " s = (f32[2], u32[], token[]) send(p, t), channel_id=3\n"
+                           f" {instruction}\n ROOT c = s32[] constant(0)\n}}\n")
+    [x] = [i for i in module.entry.instructions if i.name == "x"]
+    assert x.shape.to_text(False) == shape

@@ -180,6 +180,21 @@ def test_inferred_shapes_match_xla(xla, case):
     ("reduce-precision", [array("f32", (2,))], {"exponent_bits": 5, "mantissa_bits": 2},
      "f32[2]"),
     ("fft", [array("c64", (4, 5))], {"fft_type": "IRFFT", "fft_length": (8,)}, "f32[4,8]"),
+    # ragged-dot, XLA's three modes: the ragged lhs dimension is non-contracting (rhs has
+    # a group dimension), contracting (one result per group, leading), or a batch one.
+    ("ragged-dot", [array("f32", (11, 5)), array("f32", (3, 5, 7)), array("u32", (3,))],
+     {"lhs_contracting_dims": (1,), "rhs_contracting_dims": (1,), "lhs_ragged_dims": (0,),
+      "rhs_group_dims": (0,)}, "f32[11,7]"),
+    ("ragged-dot", [array("f32", (11, 5)), array("f32", (5, 7)), array("u32", (3,))],
+     {"lhs_contracting_dims": (1,), "rhs_contracting_dims": (0,), "lhs_ragged_dims": (1,)},
+     "f32[3,11,7]"),
+    ("ragged-dot", [array("f32", (15, 33, 64)), array("f32", (15, 64, 9)),
+                    array("u32", (15, 4))],
+     {"lhs_batch_dims": (0,), "rhs_batch_dims": (0,), "lhs_contracting_dims": (2,),
+      "rhs_contracting_dims": (1,), "lhs_ragged_dims": (2,)}, "f32[4,15,33,9]"),
+    ("ragged-dot", [array("f32", (19, 11, 5)), array("f32", (19, 5, 7)), array("u32", (3,))],
+     {"lhs_batch_dims": (0,), "rhs_batch_dims": (0,), "lhs_contracting_dims": (2,),
+      "rhs_contracting_dims": (1,), "lhs_ragged_dims": (0,)}, "f32[19,11,7]"),
 ])
 def test_shapes_the_text_usually_spells_out(opcode, operands, attrs, expected):
     assert infer_shape(opcode, operands, attrs).to_text(False) == expected

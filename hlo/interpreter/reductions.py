@@ -36,7 +36,7 @@ def reduce(inst, args, ev):
     else:
         results = _tree_reduce(ev, comp, xs, inits, out_shape)
     results = [np.asarray(r).astype(init.dtype, copy=False) for r, init in zip(results, inits)]
-    return results[0] if n == 1 else tuple(results)
+    return _as_declared(inst, results)
 
 
 def _ufunc_reduce(ufunc, x, init):
@@ -106,7 +106,13 @@ def reduce_window(inst, args, ev):
             new = apply(ev, comp, accs + xs)
         accs = [np.where(valid, b, acc) for b, acc in zip(new, accs)]
     results = [acc.astype(x.dtype) for acc, x in zip(accs, inputs)]
-    return results[0] if n == 1 else tuple(results)
+    return _as_declared(inst, results)
+
+
+def _as_declared(inst, results: list[np.ndarray]):
+    """A tuple when the instruction's shape is one: always for several results, and for
+    one when the reducer returns a 1-tuple (XLA's reading of such a reducer)."""
+    return tuple(results) if inst.shape.is_tuple else results[0]
 
 
 def select_and_scatter(inst, args, ev):
