@@ -35,7 +35,7 @@ REPRODUCERS = {
         r"r: reshape from s32\[2,4,2\] \(16 elements\) to s32\[3,3\] \(9 elements\)"),
     "r06_parameter_numbers": (
         "ENTRY e { p = f32[4] parameter(1)  ROOT n = f32[4] negate(p) }",
-        r"parameter numbers of 'e' are \[1\], not 0 to 0"),
+        r"p: parameter\(1\) in computation e, which has 1 parameter: the numbers must be 0..0"),
     "r08_dot_dimension_out_of_range": (
         "ENTRY e { a = f32[4,4] parameter(0)  b = f32[4,4] parameter(1)  "
         "ROOT d = f32[4,4] dot(a, b), lhs_contracting_dims={5}, rhs_contracting_dims={0} }",
