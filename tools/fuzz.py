@@ -18,6 +18,8 @@ from __future__ import annotations
 import argparse
 import os
 import pathlib
+import re
+import subprocess
 import sys
 import time
 from collections import Counter
@@ -30,6 +32,7 @@ from .fuzz_pool import Pool
 from ..errors import HloError
 
 DEFAULT_SOURCES = ("tests/corpus", "examples")
+XLA_SECONDS = 120
 
 
 def build_arg_parser() -> argparse.ArgumentParser:
@@ -88,6 +91,11 @@ def main(argv=None) -> int:
         return 0 if outcome.accepted else 1
     outcomes = fuzz(mutator, args)
     print(table(outcomes.values()))
+    past = {i: o for i, o in outcomes.items() if o.verified and not o.accepted}
+    if past:
+        print("\nbad cases on modules the verifier accepts, and what XLA says of them")
+        for i, o in past.items():
+            print(f"  case {i}: {o.cause}: {o.detail[:80]}\n    {o.xla}")
     return 0 if all(o.accepted for o in outcomes.values()) else 1
 
 
@@ -102,6 +110,8 @@ def fuzz(mutator: Mutator, args) -> dict:
     with Pool(args.jobs, args.timeout, int(args.memory_gib * (1 << 30))) as pool:
         for i, outcome in pool.run((i, c.text, i) for i, c in cases.items()):
             outcomes[i] = outcome
+            if outcome.verified and not outcome.accepted:
+                outcome.xla = xla_verdict(cases[i].text)
             if out and not outcome.accepted:
                 write_reproducer(out, cases[i], outcome)
             if len(outcomes) % 50 == 0:
@@ -135,8 +145,42 @@ def write_reproducer(out: pathlib.Path, case, outcome) -> None:
     stem.with_suffix(".hlo").write_text(case.text, encoding="utf-8")
     stem.with_suffix(".txt").write_text(
         f"{case.label}\noutcome: {outcome.kind} at {outcome.stage} (verified: "
-        f"{outcome.verified})\ncause: {outcome.cause}\n{outcome.detail}\n\n{outcome.trace}\n",
-        encoding="utf-8")
+        f"{outcome.verified})\ncause: {outcome.cause}\n{outcome.detail}\n{outcome.xla}\n\n"
+        f"{outcome.trace}\n", encoding="utf-8")
+
+
+def xla_verdict(text: str) -> str:
+    """What XLA says of a module (where jax is installed): whether it compiles it. A bad
+    case XLA rejects is a gap in our verifier rather than a bug past it. Asked in a
+    subprocess: XLA's parser aborts on some malformed modules."""
+    from .. import xla_oracle
+    if not xla_oracle.available():
+        return ""
+    ask = "import sys; from hlo_opt.tools.fuzz import ask_xla; print(ask_xla(sys.stdin.read()))"
+    try:
+        done = subprocess.run([sys.executable, "-c", ask], input=text, capture_output=True,
+                              text=True, timeout=XLA_SECONDS)
+    except subprocess.TimeoutExpired:
+        return f"XLA takes over {XLA_SECONDS} s on it"
+    if done.returncode:
+        return f"XLA crashes on it: {_telling_line(done.stderr)}"
+    return done.stdout.strip()
+
+
+def ask_xla(text: str) -> str:
+    from .. import xla_oracle
+    try:
+        xla_oracle.compile(text)
+    except xla_oracle.XlaError as e:
+        return f"XLA rejects it: {_telling_line(e.message)}"
+    return "XLA compiles it"
+
+
+def _telling_line(message: str) -> str:
+    """The first line of XLA's message that says what is wrong, shortened."""
+    lines = message.splitlines() or [""]
+    telling = [line for line in lines if re.search(r"(?i)error:|check failed", line)]
+    return (telling or lines)[0].strip()[:200]
 
 
 def table(outcomes) -> str:

@@ -2,14 +2,19 @@
 
     small = minimize(text, still_fails)     # still_fails(text) -> bool
 
-Greedy, to a fixed point, over three kinds of edits: the module header loses its attributes
-(`HloModule m`); an instruction of the entry becomes its ROOT (what it does not use becomes
-dead); a line or a whole computation is deleted (dead instructions, unused computations).
+Greedy, to a fixed point, over these edits: the module header loses its attributes
+(`HloModule m`) and computations their signatures; an instruction of the entry becomes its
+ROOT (what it does not use becomes dead); a line or a whole computation is deleted (dead
+instructions, unused computations).
 Each candidate costs a run of the case, so the edits that remove most come first.
 """
 from __future__ import annotations
 
+import re
+
 from .fuzz_mutate import is_header, parse_instruction
+
+_SIGNATURE = re.compile(r"^(ENTRY\s+)?(%?[\w.\-]+)\s*\(.*\)\s*->.*\{\s*$")
 
 
 def minimize(text: str, still_fails, max_tries: int = 2000) -> str:
@@ -31,6 +36,9 @@ def _candidates(text: str):
     lines = text.split("\n")
     if lines[0].startswith("HloModule") and lines[0].strip() != "HloModule m":
         yield "\n".join(["HloModule m"] + lines[1:])
+    bare = [_SIGNATURE.sub(r"\1\2 {", line) if is_header(line) else line for line in lines]
+    if bare != lines:                   # computations without signatures: a new ROOT fits
+        yield "\n".join(bare)
     for start, end in reversed(_blocks(lines)):
         if not lines[start].startswith("ENTRY"):
             yield "\n".join(lines[:start] + lines[end + 1:])

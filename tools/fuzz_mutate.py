@@ -408,6 +408,7 @@ class Mutator:
             raise ValueError("no source modules to mutate")
         self.sources = dict(sorted(sources.items()))
         self.pool = attribute_pool(self.sources.values())
+        self._reinferred: dict[str, str | None] = {}
 
     def case(self, seed: int, index: int) -> Case:
         rng = random.Random(f"{seed}:{index}")
@@ -425,9 +426,14 @@ class Mutator:
                 doc.lines = before                  # no change (x -> x): another edit
         text = doc.text()
         reinferred = reinfer_shapes(text) if rng.random() < REINFER_SHARE else None
-        if reinferred and reinferred != text:
+        if reinferred and reinferred != self._reinferred_source(source):   # edits kept
             return Case(seed, index, source, edits, reinferred, reinferred=True)
         return Case(seed, index, source, edits, text)
+
+    def _reinferred_source(self, source: str) -> str | None:
+        if source not in self._reinferred:
+            self._reinferred[source] = reinfer_shapes(self.sources[source])
+        return self._reinferred[source]
 
 
 def reinfer_shapes(text: str) -> str | None:
