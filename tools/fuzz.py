@@ -10,12 +10,13 @@ Sources are HLO files or folders of them (default: tests/corpus and examples, wh
 a checkout). Case i of seed s is always the same module (fuzz_mutate.py) and the same
 inputs. Every case must end in success or an HloError (fuzz_case.py lists the outcomes);
 for every other case `--out` receives CASE.hlo (the mutated module) and CASE.txt (the edits,
-the outcome, the traceback or the crashed worker's log). Exit status 1 when any case ended
-badly.
+the outcome, the traceback or the crashed worker's log), and outcomes.jsonl every case's
+outcome. Exit status 1 when any case ended badly.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import pathlib
 import re
@@ -23,6 +24,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from contextlib import nullcontext
 
 from .cli import main_guard, read_text
 from .fuzz_case import run_case
@@ -107,13 +109,14 @@ def fuzz(mutator: Mutator, args) -> dict:
     cases = {i: mutator.case(args.seed, i) for i in range(args.start, args.start + args.cases)}
     outcomes = {}
     start = time.perf_counter()
-    with Pool(args.jobs, args.timeout, int(args.memory_gib * (1 << 30))) as pool:
+    log = (out / "outcomes.jsonl").open("a", encoding="utf-8") if out else nullcontext()
+    with Pool(args.jobs, args.timeout, int(args.memory_gib * (1 << 30))) as pool, log:
         for i, outcome in pool.run((i, c.text, i) for i, c in cases.items()):
             outcomes[i] = outcome
             if outcome.verified and not outcome.accepted:
                 outcome.xla = xla_verdict(cases[i].text)
-            if out and not outcome.accepted:
-                write_reproducer(out, cases[i], outcome)
+            if out:
+                record(out, log, cases[i], outcome)
             if len(outcomes) % 50 == 0:
                 bad = sum(not o.accepted for o in outcomes.values())
                 print(f"{len(outcomes)}/{len(cases)} cases, {bad} bad, "
@@ -140,7 +143,12 @@ def shrink(case, args) -> str:
             f"// {last.detail}\n{small}")
 
 
-def write_reproducer(out: pathlib.Path, case, outcome) -> None:
+def record(out: pathlib.Path, log, case, outcome) -> None:
+    """The case's outcome as a line of outcomes.jsonl; a reproducer if it ended badly."""
+    log.write(json.dumps({"seed": case.seed, "case": case.index, **outcome.to_dict()}) + "\n")
+    log.flush()
+    if outcome.accepted:
+        return
     stem = out / f"case-{case.seed}-{case.index}"
     stem.with_suffix(".hlo").write_text(case.text, encoding="utf-8")
     stem.with_suffix(".txt").write_text(

@@ -209,9 +209,9 @@ class Pool:
         w.log.flush()
         w.log.seek(w.log_start)
         lines = w.log.read().splitlines()
-        marks = [line.split()[1:] for line in lines if line.startswith(STAGE_MARK)]
-        if marks:
-            stage, verified = marks[-1]
+        marks = [line.split()[1:3] for line in lines if line.startswith(STAGE_MARK)]
+        if marks:                   # "fuzz-stage: optimize True", other output may follow
+            stage, verified = (marks[-1] + ["", ""])[:2]
             outcome.stage = outcome.stage or stage
             outcome.verified = {"True": True, "False": False}.get(verified)
         log = [line for line in lines if not line.startswith(STAGE_MARK)]
