@@ -665,6 +665,26 @@ def test_topk():
     assert v.tolist() == [[9, 9]] and i.tolist() == [[1, 3]]
 
 
+def test_topk_custom_call_comparator_sees_values_and_indices():
+    # jax's TopK comparator has four parameters: values and their indices. This one orders by
+    # index, largest first, so the top 2 are the last two positions.
+    cmp = ("c { a = f32[] parameter(0)\n b = f32[] parameter(1)\n i = s32[] parameter(2)\n"
+           " j = s32[] parameter(3)\n ROOT r = pred[] compare(i, j), direction=GT }")
+    x = np.array([[1, 9, 3, 9, 5], [4, 0, 2, 8, 6]], np.float32)
+    v, i = run("p = f32[2,5] parameter(0)\nROOT t = (f32[2,2], s32[2,2]) custom-call(p), "
+               'custom_call_target="TopK", called_computations={c}', x, computations=cmp)
+    assert v.tolist() == [[5, 9], [6, 8]] and i.tolist() == [[4, 3], [4, 3]]
+
+
+def test_topk_custom_call_comparator_of_three_parameters_is_an_error():
+    cmp = ("c { a = f32[] parameter(0)\n b = f32[] parameter(1)\n i = s32[] parameter(2)\n"
+           " ROOT r = pred[] compare(a, b), direction=GT }")
+    with pytest.raises(HloError, match="takes 3 parameters"):
+        run("p = f32[5] parameter(0)\nROOT t = (f32[2], s32[2]) custom-call(p), "
+            'custom_call_target="TopK", called_computations={c}',
+            np.zeros(5, np.float32), computations=cmp)
+
+
 # ----------------------------------------------------------------- control flow
 
 def test_while_call_conditional_map_fusion():

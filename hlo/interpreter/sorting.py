@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import HloError
 from .apply import apply
 from .numerics import total_order_key, widen
 
@@ -97,10 +98,18 @@ def sort(inst, args, ev):
 
 def topk_custom_call(inst, args, ev):
     """XLA:CPU's `TopK` custom call: the first k of a stable sort of the last dimension
-    under the called comparator, with their indices."""
+    under the called comparator, with their indices. The comparator is the one of the sort
+    the call replaced: of the values alone (2 parameters), or of values and their indices
+    (4 parameters, as jax emits it)."""
     (x,) = args
     k = inst.shape.elements[0].dims[-1]
-    perm = sort_permutation(ev, inst.attrs["called_computations"][0], [x])[..., :k]
+    comp = inst.attrs["called_computations"][0]
+    operands = len(comp.parameters) // 2
+    if len(comp.parameters) not in (2, 4):
+        raise HloError(f"the TopK comparator {comp.name} takes {len(comp.parameters)} "
+                       "parameters, not 2 (values) or 4 (values and indices)")
+    indices = np.broadcast_to(np.arange(x.shape[-1], dtype=np.int32), x.shape)
+    perm = sort_permutation(ev, comp, [x, indices][:operands])[..., :k]
     return np.take_along_axis(x, perm, -1), perm.astype(np.int32)
 
 
