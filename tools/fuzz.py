@@ -75,7 +75,7 @@ def load_sources(paths, max_lines: int) -> dict[str, str]:
     return kept
 
 
-@main_guard
+@main_guard("fuzz")
 def main(argv=None) -> int:
     args = build_arg_parser().parse_args(argv)
     mutator = Mutator(load_sources(args.sources, args.max_lines))
