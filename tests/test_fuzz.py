@@ -115,13 +115,6 @@ def test_a_case_past_the_time_limit_is_a_timeout():
 
 # --- the fuzz run --------------------------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason=(
-    "today most of these cases raise IndexError/ValueError/KeyError/TypeError in the "
-    "optimizer, lowering and interpreter, or crash in compiled code, on modules the verifier "
-    "rejects (the API branch runs the verifier before them); the verifier itself raises "
-    "IndexError on a dot with one operand (shape_rules._dot); collectives without their "
-    "attributes pass the verifier (XLA rejects them) and the runtime raises KeyError on them; "
-    "huge shapes are a MemoryError (lowering branch)"))
 def test_mutated_modules_end_in_success_or_an_hlo_error(mutator):
     cases = {i: mutator.case(SEED, i) for i in range(CASES)}
     # Wrong results are suspects, not failures: either answer is right for a reducer an edit
