@@ -13,6 +13,7 @@ import ml_dtypes
 import numpy as np
 
 from ..attributes import split_top_level
+from ..dtypes import int_info
 from ..ir import ELIDED, Literal
 from ..shape import AnyShape, Shape
 
@@ -129,7 +130,7 @@ def _to_int(tokens: list[str], shape: Shape) -> np.ndarray:
         bad = next(t for t in tokens if not re.fullmatch(_INT, t))
         raise LiteralError(f"expects integer for {shape.element_type}, got {bad!r}")
     values = [int(t) for t in tokens]
-    info = np.iinfo(shape.dtype.numpy) if shape.dtype.bits >= 8 else _narrow_int_range(shape)
+    info = int_info(shape.dtype)
     lo, hi = info.min, info.max
     wraps = hi == 2**64 - 1
     for i, v in enumerate(values):
@@ -143,18 +144,6 @@ def _to_int(tokens: list[str], shape: Shape) -> np.ndarray:
                     else np.uint64).astype(shape.dtype.numpy)
 
 
-class _Range:
-    def __init__(self, lo: int, hi: int):
-        self.min, self.max = lo, hi
-
-
-def _narrow_int_range(shape: Shape) -> _Range:
-    bits = shape.dtype.bits
-    if shape.dtype.kind == "int":
-        return _Range(-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
-    return _Range(0, (1 << bits) - 1)
-
-
 def _to_complex(tokens: list[str], shape: Shape) -> np.ndarray:
     """Each part must be finite in the part's type as written (XLA does not round first)."""
     texts = [p for t in tokens for p in t.split("|")]
@@ -166,13 +155,20 @@ def _to_complex(tokens: list[str], shape: Shape) -> np.ndarray:
     if bad.any():
         v = float(parts.ravel()[np.argmax(bad.ravel())])
         raise LiteralError(f"value {v!r} is out of range for {shape.element_type}")
-    return (parts[:, 0] + 1j * parts[:, 1]).astype(shape.dtype.numpy)
+    out = np.empty(len(parts), dtype=shape.dtype.numpy)
+    out.real, out.imag = parts[:, 0], parts[:, 1]      # (1, inf) stays (1, inf): no 1j * inf
+    return out
 
 
 def _check_floats(tokens: list[str]) -> None:
+    """Float syntax; a value written as an integer is lexed as one, so it must fit in 64 bits
+    (XLA refuses `f32[] constant(18446744073709551616)`)."""
     if not _FLOATS.fullmatch(" ".join(tokens)):
         bad = next(t for t in tokens if not re.fullmatch(_FLOAT, t))
         raise LiteralError(f"bad float value {bad!r}")
+    for t in tokens:
+        if re.fullmatch(_INT, t) and not -2**63 <= int(t) <= 2**64 - 1:
+            raise LiteralError(f"value {t} does not fit in 64 bits")
 
 
 def _check_finite_doubles(values: np.ndarray, tokens: list[str]) -> None:

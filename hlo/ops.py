@@ -63,7 +63,7 @@ _SPECIAL: dict[str, tuple[int, str]] = {
     "reduce": (VARIADIC, "reduction"), "reduce-window": (VARIADIC, "reduction"),
     "select-and-scatter": (3, "reduction"), "sort": (VARIADIC, "reduction"),
     "map": (VARIADIC, "control"),
-    "dot": (VARIADIC, "contraction"), "convolution": (2, "contraction"),
+    "dot": (2, "contraction"), "convolution": (2, "contraction"),
     "ragged-dot": (3, "contraction"),
     "call": (VARIADIC, "control"), "while": (1, "control"),
     "conditional": (VARIADIC, "control"), "fusion": (VARIADIC, "control"),

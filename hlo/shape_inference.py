@@ -247,6 +247,13 @@ def _same_as_operand(opcode, operands, attrs):
     return relayout(operands[0])
 
 
+def _add_dependency(opcode, operands, attrs):
+    """add-dependency(data, token): the data, ordered after the token."""
+    if operands[1].is_tuple or operands[1].dtype.kind != "token":
+        fail(f"add-dependency's second operand must be a token, got {text(operands[1])}")
+    return relayout(operands[0])
+
+
 def _gather(opcode, operands, attrs):
     operand = expect_array(operands[0], "gather operand")
     indices = expect_array(operands[1], "gather indices")
@@ -306,7 +313,8 @@ _RULES: dict[str, _Rule] = {
     "concatenate": _concatenate, "pad": _pad, "slice": _slice,
     "dynamic-slice": _dynamic_slice, "dynamic-update-slice": _dynamic_update_slice,
     "get-tuple-element": _get_tuple_element, "tuple": _tuple, "gather": _gather,
-    **dict.fromkeys(("opt-barrier", "domain", "add-dependency"), _same_as_operand),
+    **dict.fromkeys(("opt-barrier", "domain"), _same_as_operand),
+    "add-dependency": _add_dependency,
     "after-all": _fixed("token"),
     "replica-id": _fixed("u32"), "partition-id": _fixed("u32"),
     **rules.RULES, **collective_rules.RULES, **transfer_rules.RULES,

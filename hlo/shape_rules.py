@@ -246,7 +246,9 @@ def _sort(opcode, operands, attrs, computations):
     for s in shapes[1:]:
         if s.dims != shapes[0].dims:
             fail(f"sort operands {text(shapes[0])} and {text(s)} differ in dimensions")
-    dims_attr(attrs, "dimensions", opcode, shapes[0].rank)
+    dims = dims_attr(attrs, "dimensions", opcode, shapes[0].rank)
+    if len(dims) != 1:
+        fail(f"sort needs exactly one dimension, got {_braced(dims)}")
     params = [p for s in shapes for p in scalars([s.element_type] * 2)]
     check_signature(computation(attrs, "to_apply", opcode, computations), params,
                     array("pred", ()), "sort comparator")

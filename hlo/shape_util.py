@@ -37,7 +37,7 @@ def array_leaves(shape: AnyShape) -> list[Shape]:
 
 
 def expect_array(shape: AnyShape, what: str) -> Shape:
-    if shape.is_tuple:
+    if shape.is_tuple or not shape.dtype.is_array:
         fail(f"{what} must be an array, got {shape.to_text(False)}")
     return shape
 

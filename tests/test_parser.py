@@ -142,6 +142,7 @@ def test_typed_operands_are_checked_against_definitions():
     ("s4[3]", "{-8, 7, 0}", np.array([-8, 7, 0])),
     ("pred[2]", "{1, 0}", np.array([True, False])),
     ("c64[2]", "{(1, 2), (3.5, -1)}", np.array([1 + 2j, 3.5 - 1j], np.complex64)),
+    ("c64[]", "(1, inf)", np.complex64(complex(1, np.inf))),       # not (nan, inf)
     ("f32[0]", "{}", np.zeros((0,), np.float32)),
     ("f32[2,0]", "{{},{}}", np.zeros((2, 0), np.float32)),
     ("f16[]", "65519", np.float16(65504)),

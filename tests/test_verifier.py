@@ -355,6 +355,17 @@ XLA_JUDGED = {
                                               "z = bf16[] constant(0)\nROOT r = f32[3] "
                                               "reduce-window(p, z), window={size=2}, "
                                               "to_apply=add", False),
+    "a convolution of a token": ("", "t = token[] after-all()\nb = f32[1,4,4] parameter(0)\n"
+                                 "ROOT c = f32[1,4,4] convolution(t, b), window={size=1}, "
+                                 "dim_labels=b0f_0io->b0f", False),
+    "add-dependency on data": ("", "a = f32[4] parameter(0)\nb = f32[4] parameter(1)\n"
+                               "ROOT d = f32[4] add-dependency(a, b)", False),
+    "add-dependency on a token": ("", "a = f32[4] parameter(0)\nt = token[] after-all()\n"
+                                  "ROOT d = f32[4] add-dependency(a, t)", True),
+    "a float written as an integer past 64 bits": (
+        "", "ROOT c = f32[] constant(18446744073709551616)", False),
+    "a float written as the largest u64": (
+        "", "ROOT c = f32[] constant(18446744073709551615)", True),
     "a bounded dynamic result of a static op": ("", "a = s32[4] parameter(0)\n"
                                                 "b = s32[5] parameter(1)\nROOT c = s32[<=9] "
                                                 "concatenate(a, b), dimensions={0}", True),
@@ -367,6 +378,23 @@ def _accepted(text: str) -> bool:
     except HloError:
         return False
     return True
+
+
+# Refused by XLA too, but asking it in process kills the process (its parser aborts).
+XLA_ABORTS_ON = {
+    "a dot of one operand": ("", "a = f32[4,4] parameter(0)\nROOT d = f32[4,4] dot(a), "
+                             "lhs_contracting_dims={1}, rhs_contracting_dims={0}"),
+    "sort along no dimension": (LT, "a = f32[4,4] parameter(0)\nROOT s = f32[4,4] sort(a), "
+                                "dimensions={}, to_apply=lt"),
+    "sort along two dimensions": (LT, "a = f32[4,4] parameter(0)\nROOT s = f32[4,4] sort(a), "
+                                  "dimensions={0,1}, to_apply=lt"),
+}
+
+
+@pytest.mark.parametrize("name", XLA_ABORTS_ON)
+def test_what_xla_aborts_on_is_an_error(name):
+    computations, body = XLA_ABORTS_ON[name]
+    assert not _accepted(f"HloModule m\n{computations}ENTRY e {{\n{body}\n}}\n")
 
 
 @pytest.mark.parametrize("name", XLA_JUDGED)
