@@ -309,8 +309,8 @@ _STRING = re.compile(_STRING_RE)
 
 
 def split_top_level(text: str) -> list[str]:
-    """Items of a comma-separated list, split outside braces, parentheses and strings; a
-    trailing comma is allowed."""
+    """Items of a comma-separated list, split outside braces, brackets, parentheses and
+    strings; a trailing comma is allowed."""
     items, depth, start, i = [], 0, 0, 0
     while i < len(text):
         ch = text[i]
@@ -318,9 +318,9 @@ def split_top_level(text: str) -> list[str]:
             m = _STRING.match(text, i)
             i = m.end() if m else len(text)
             continue
-        if ch in "({":
+        if ch in "({[":
             depth += 1
-        elif ch in ")}":
+        elif ch in ")}]":
             depth -= 1
         elif ch == "," and depth == 0:
             items.append(text[start:i].strip())

@@ -20,6 +20,7 @@ import random
 import re
 from dataclasses import dataclass, field
 
+from ..attributes import split_top_level
 from ..dtypes import DTYPES
 from ..errors import HloError
 from ..ops import OPS
@@ -77,25 +78,6 @@ class Instruction:
         return f"{self.prefix}{self.name} = {self.shape} {self.opcode}({operands}){attrs}"
 
 
-def split_top(text: str) -> list[str]:
-    """`text` split at the commas outside braces, brackets, parentheses and quotes."""
-    parts, depth, start, quoted = [], 0, 0, False
-    for i, ch in enumerate(text):
-        if ch == '"' and (i == 0 or text[i - 1] != "\\"):
-            quoted = not quoted
-        elif quoted:
-            continue
-        elif ch in "{[(":
-            depth += 1
-        elif ch in "}])":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            parts.append(text[start:i].strip())
-            start = i + 1
-    last = text[start:].strip()
-    return parts + [last] if last or parts else parts
-
-
 def parse_instruction(line: str) -> Instruction | None:
     """The parts of an instruction line, or None for anything else (headers, braces)."""
     m = _INSTRUCTION.match(line)
@@ -116,11 +98,11 @@ def parse_instruction(line: str) -> Instruction | None:
     tail = rest[close + 1:].strip()
     if tail and not tail.startswith(","):
         return None
-    attrs = [part.split("=", 1) for part in split_top(tail[1:])] if tail else []
+    attrs = [part.split("=", 1) for part in split_top_level(tail[1:])] if tail else []
     if any(len(a) != 2 for a in attrs):
         return None
     return Instruction(m.group(1), m.group(2), rest[:op.start()].strip(), op.group(1),
-                       split_top(rest[op.end():close]), [[k.strip(), v] for k, v in attrs])
+                       split_top_level(rest[op.end():close]), [[k.strip(), v] for k, v in attrs])
 
 
 class Document:
