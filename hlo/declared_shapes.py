@@ -24,6 +24,8 @@ def _check_broadcast(operands, attrs, declared):
     if len(dims) != operand.rank or operand.element_type != declared.element_type:
         fail(f"broadcast of {text(operand)} to {text(declared)} needs one entry in "
              f"dimensions per operand dimension and the same element type")
+    if len(set(dims)) != len(dims):
+        fail(f"broadcast dimensions {list(dims)} repeat a dimension")
     for i, d in enumerate(dims):
         if not 0 <= d < declared.rank or declared.dims[d] != operand.dims[i]:
             fail(f"broadcast dimensions {list(dims)} map {text(operand)} onto "

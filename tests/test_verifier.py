@@ -355,6 +355,10 @@ XLA_JUDGED = {
                                               "z = bf16[] constant(0)\nROOT r = f32[3] "
                                               "reduce-window(p, z), window={size=2}, "
                                               "to_apply=add", False),
+    "a broadcast repeating a dimension": ("", "a = f32[4,4] parameter(0)\nROOT b = f32[4,4,2] "
+                                          "broadcast(a), dimensions={1,1}", False),
+    "a broadcast that transposes": ("", "a = f32[4,4] parameter(0)\nROOT b = f32[4,4,2] "
+                                    "broadcast(a), dimensions={1,0}", True),
     "a convolution of a token": ("", "t = token[] after-all()\nb = f32[1,4,4] parameter(0)\n"
                                  "ROOT c = f32[1,4,4] convolution(t, b), window={size=1}, "
                                  "dim_labels=b0f_0io->b0f", False),
