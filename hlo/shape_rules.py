@@ -216,11 +216,11 @@ def _scatter(opcode, operands, attrs, computations):
     _check_reducer(computation(attrs, "to_apply", opcode, computations),
                    [s.element_type for s in inputs], opcode)
     ivd = attr(attrs, "index_vector_dim", opcode)
-    window_dims = tuple(attrs.get("update_window_dims", ()))
-    inserted = tuple(attrs.get("inserted_window_dims", ()))
-    batching = tuple(attrs.get("input_batching_dims", ()))
-    to_operand = tuple(attr(attrs, "scatter_dims_to_operand_dims", opcode))
     rank = inputs[0].rank
+    window_dims = dims_attr(attrs, "update_window_dims", opcode, updates[0].rank, ())
+    inserted = dims_attr(attrs, "inserted_window_dims", opcode, rank, ())
+    batching = dims_attr(attrs, "input_batching_dims", opcode, rank, ())
+    to_operand = dims_attr(attrs, "scatter_dims_to_operand_dims", opcode, rank)
     if len(window_dims) + len(inserted) + len(batching) != rank:
         fail(f"scatter window dims ({len(window_dims)}) + inserted ({len(inserted)}) + "
              f"batching ({len(batching)}) must equal the input rank {rank}")

@@ -359,6 +359,14 @@ XLA_JUDGED = {
                                           "broadcast(a), dimensions={1,1}", False),
     "a broadcast that transposes": ("", "a = f32[4,4] parameter(0)\nROOT b = f32[4,4,2] "
                                     "broadcast(a), dimensions={1,0}", True),
+    "a scatter into dimension 5 of a rank-2 input": (ADD, "x = f32[4,3] parameter(0)\ni = s32[2,1] parameter(1)\nu = f32[2,3] parameter(2)\n"
+                 "ROOT s = f32[4,3] scatter(x, i, u), update_window_dims={1}, "
+                 "inserted_window_dims={0}, scatter_dims_to_operand_dims={5}, "
+                 "index_vector_dim=1, to_apply=add", False),
+    "a scatter into dimension 0": (ADD, "x = f32[4,3] parameter(0)\ni = s32[2,1] parameter(1)\nu = f32[2,3] parameter(2)\n"
+                 "ROOT s = f32[4,3] scatter(x, i, u), update_window_dims={1}, "
+                 "inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, "
+                 "index_vector_dim=1, to_apply=add", True),
     "a convolution of a token": ("", "t = token[] after-all()\nb = f32[1,4,4] parameter(0)\n"
                                  "ROOT c = f32[1,4,4] convolution(t, b), window={size=1}, "
                                  "dim_labels=b0f_0io->b0f", False),
