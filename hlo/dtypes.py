@@ -81,6 +81,18 @@ for _d in DTYPES.values():
         _BY_NUMPY.setdefault(_d.numpy, _d)
 
 
+COMPLEX_PART = {"c64": "f32", "c128": "f64"}        # complex type -> its component type
+COMPLEX_OF = {"f32": "c64", "f64": "c128"}
+
+# Classes of element kinds (DType.kind), as ops and guards name them.
+KINDS = frozenset({"pred", "int", "uint", "float", "complex", "token", "opaque"})
+INTEGRAL = frozenset({"int", "uint"})
+FLOATING = frozenset({"float"})
+FLOAT_OR_COMPLEX = frozenset({"float", "complex"})
+NUMERIC = INTEGRAL | FLOAT_OR_COMPLEX
+BITWISE = INTEGRAL | {"pred"}                    # and, or, xor, not
+SIGNED = frozenset({"int", "float", "complex"})   # kinds with negative values (negate, abs)
+
 # Element kinds by the values they can hold: where kinds mix, arithmetic happens in the
 # later one (XLA's "higher precision type").
 KIND_RANK = {"pred": 0, "uint": 1, "int": 2, "float": 3, "complex": 4}

@@ -9,13 +9,10 @@ from typing import Sequence
 
 from .attributes import ComputationRef, ConvDimLabels, Window
 from .dot_dims import free_dims
-from .dtypes import KIND_RANK
+from .dtypes import COMPLEX_OF, COMPLEX_PART, INTEGRAL, KIND_RANK
 from .shape import AnyShape, Shape, TupleShape
-from .shape_util import (COMPLEX_OF, COMPLEX_PART, array, attr, check_signature, computation,
-                         dims_attr, expect_array, expect_scalar, fail, maybe_tuple, relayout,
-                         scalars, text)
-
-INTEGRAL = frozenset({"int", "uint"})
+from .shape_util import (array, attr, check_signature, computation, dims_attr, expect_array,
+                         expect_scalar, fail, maybe_tuple, relayout, scalars, text)
 
 
 # ---------------------------------------------------------- windows and contractions

@@ -13,8 +13,7 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
-from ..dtypes import DTYPES, DType
-from ..shape_util import COMPLEX_PART
+from ..dtypes import COMPLEX_PART, DTYPES, DType
 from . import float8
 
 I1, I8, I16, I32, I64 = (ir.IntType(n) for n in (1, 8, 16, 32, 64))
