@@ -27,9 +27,7 @@ from .rule_functions import COMPARISONS, FUNCTIONS, NoValue
 def _in_class(cls: str) -> Callable[[str], bool]:
     if cls == "elementwise":
         return is_elementwise
-    categories = {"data_movement": "data_movement", "reduction": "reduction",
-                  "contraction": "contraction"}
-    return lambda op: OPS.get(op) is not None and OPS[op].category == categories[cls]
+    return lambda op: op in OPS and OPS[op].category == cls
 
 
 # Op classes a `fuse` declaration may name instead of opcodes: categories of the opcode table
