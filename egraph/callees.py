@@ -9,10 +9,8 @@ type the caller needs.
 from __future__ import annotations
 
 from ..ir import Computation, Instruction, Module
-from ..ops import OPS
+from ..ops import COMMUTATIVE, OPS
 from ..shape import Shape
-
-COMMUTATIVE = frozenset({"add", "multiply", "maximum", "minimum", "and", "or", "xor"})
 
 
 class Names:

@@ -30,7 +30,7 @@ def canonical_scalar_text(value, dtype: str) -> str:
     dt = DTYPES[dtype]
     if dt.kind == "pred":
         return "1" if bool(np.asarray(value).item()) else "0"
-    if dt.kind in ("int", "uint"):
+    if dt.is_integral:
         return str(int(np.asarray(value).item()))
     if dt.kind == "float":
         return _float_text(np.asarray(value).astype(dt.numpy))
@@ -49,7 +49,7 @@ def scalar_from_text(text: str, dtype: str) -> np.ndarray:
         if text not in ("0", "1"):
             raise ValueError(f"{text!r} is not a pred value")
         return np.asarray(text == "1", dtype=np.bool_)
-    if dt.kind in ("int", "uint"):
+    if dt.is_integral:
         if not _INT.fullmatch(text):
             raise ValueError(f"{text!r} is not an integer")
         v = int(text)

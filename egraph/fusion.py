@@ -31,12 +31,10 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, NamedTuple
 
 from ..ir import Computation, Instruction
-from ..kernels import NOT_KERNELS
+from ..ops import NOT_KERNELS, SIBLING_HEROES, VIEWS
 from ..targets import CostModel, KernelView, Work
 from .fusion_rules import FusionPolicy, KernelSize, loop_nest
 
-FUSIBLE_VIEWS = frozenset({"reshape", "bitcast"})   # views a kernel can absorb
-SIBLING_HEROES = frozenset({"reduce", "reduce-window", "dot", "convolution"})
 SIBLING_MIN_BYTES = 1024        # sharing a smaller input is not worth a multi-output kernel
 SIBLING_NEIGHBOURS = 4          # readers of one input tried as siblings, nearest first
 MAX_CONSUMER_TRIES = 8          # consumers tried one by one for a `multi` merge
@@ -567,7 +565,7 @@ def _by_order(k: Kernel) -> int:
 
 
 def _kernelizable(inst: Instruction) -> bool:
-    return (inst.opcode not in NOT_KERNELS or inst.opcode in FUSIBLE_VIEWS) and not _free(inst)
+    return (inst.opcode not in NOT_KERNELS or inst.opcode in VIEWS) and not _free(inst)
 
 
 def _free(inst: Instruction) -> bool:

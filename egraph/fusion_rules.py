@@ -20,22 +20,19 @@ from typing import Callable, Iterable, NamedTuple
 from ..errors import HloError
 from ..grammar.rules_parser import Call, Comparison, Fuse, Limit, Name, Number, RuleFile
 from ..ir import Instruction
-from ..ops import OPS, is_elementwise
+from ..ops import HEROES, OPS, is_elementwise
 from .rule_functions import COMPARISONS, FUNCTIONS, NoValue
-
-HEROES = frozenset({"reduce", "reduce-window", "dot", "convolution", "scatter",
-                    "select-and-scatter", "sort", "gather", "custom-call", "fft"})
 
 
 def _in_class(cls: str) -> Callable[[str], bool]:
     if cls == "elementwise":
         return is_elementwise
-    categories = {"data_movement": "data_movement", "reduction": "reduction",
-                  "contraction": "contraction"}
-    return lambda op: OPS.get(op) is not None and OPS[op].category == categories[cls]
+    return lambda op: op in OPS and OPS[op].category == cls
 
 
-OP_CLASSES = ("elementwise", "data_movement", "reduction", "contraction")
+# Op classes a `fuse` declaration may name instead of opcodes: categories of the opcode table
+# ("elementwise" takes in all elementwise ones).
+FUSION_OP_CLASSES = ("elementwise", "data_movement", "reduction", "contraction")
 
 
 class KernelSize(NamedTuple):
@@ -139,13 +136,13 @@ def policy_for(rule_file: RuleFile, target: str) -> FusionPolicy:
 def _ops_test(names: tuple[str, ...], decl) -> Callable[[str], bool]:
     tests = []
     for name in names:
-        if name in OP_CLASSES:
+        if name in FUSION_OP_CLASSES:
             tests.append(_in_class(name))
         elif name in OPS:
             tests.append(lambda op, name=name: op == name)
         else:
             raise decl.pos.error(f"'{name}' is neither an opcode nor an op class "
-                                 f"({', '.join(OP_CLASSES)})")
+                                 f"({', '.join(FUSION_OP_CLASSES)})")
     return lambda op: any(t(op) for t in tests)
 
 

@@ -27,7 +27,7 @@ from ..shape import array
 from ..shape_inference import ELEMENTWISE
 from .rule_functions import ELEMENT_TYPE_FUNCTIONS, NoValue
 from .rule_ir import Apply, Compare, Lit, PNode, RuleIR, TypeOf, evaluate
-from .rule_types import OP_CLASSES, SHAPED
+from .rule_types import REWRITE_OP_CLASSES, SHAPED
 from .samplers import DTYPE_CHOICES
 
 ALL_DTYPES = tuple(sorted(name for name, d in DTYPES.items()
@@ -137,7 +137,7 @@ class InstancePlan:
         if op in RANKED_OPERANDS:
             self.min_ranks.update(dict.fromkeys(kids, 1))
         if node.op_var:
-            accepted = frozenset().union(*(ELEMENTWISE[m][0] for m in OP_CLASSES[op]))
+            accepted = frozenset().union(*(ELEMENTWISE[m][0] for m in REWRITE_OP_CLASSES[op]))
             self._elementwise(node.var, kids, accepted, "same")
         elif op in ELEMENTWISE:
             accepted, rule = ELEMENTWISE[op]

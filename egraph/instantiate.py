@@ -16,6 +16,7 @@ import numpy as np
 from ..dtypes import DTYPES
 from ..errors import HloError
 from ..ir import Computation, Instruction, Module
+from ..ops import ASSOCIATIVE
 from ..shape import Shape, array
 from ..shape_inference import ELEMENTWISE, INFERABLE, infer_shape
 from ..verifier import verify
@@ -23,10 +24,9 @@ from .constants import representable, scalar_from_text
 from .instance_plan import Pins
 from .rule_functions import NoValue
 from .rule_ir import Apply, Lit, PNode, RNode, RuleIR, Var, evaluate
-from .rule_types import OP_CLASSES, operand_type
+from .rule_types import REWRITE_OP_CLASSES, operand_type
 from .samplers import DTYPE_CHOICES, FREE, SAMPLERS, Reject, no_free_fields
 
-REDUCERS = {"add", "multiply", "maximum", "minimum", "and", "or"}
 # Ops whose sampler takes any shape the position expects (samplers.py).
 ADAPTABLE = frozenset({"broadcast", "reshape", "convert", "iota"})
 
@@ -85,7 +85,7 @@ def ir_attrs(op: str, fields: dict, operands: list[Shape], builder: _Builder) ->
         if name in ("rest", "value") or (name == "type" and value == ""):
             continue
         if name == "to_apply":
-            if value not in REDUCERS:
+            if value not in ASSOCIATIVE:
                 raise Reject(f"reducer {value!r}")
             value = builder.reducer(value, operands[0].element_type)
         out[name] = value
@@ -234,7 +234,7 @@ class Instantiator:
             return node.op
         if node.op_var not in self.env:
             kind = DTYPES[shapes[0].element_type].kind if shapes else None
-            members = [m for m in OP_CLASSES[node.op] if kind in ELEMENTWISE[m][0]]
+            members = [m for m in REWRITE_OP_CLASSES[node.op] if kind in ELEMENTWISE[m][0]]
             if not members:
                 raise Reject(f"no {node.op} op for {kind}")
             self.env[node.op_var] = members[self.rng.integers(len(members))]

@@ -9,18 +9,16 @@ topologically, kernels in the order of their members.
 from __future__ import annotations
 
 from ..ir import Computation, Instruction, Module, post_order
+from ..ops import CONTRACTION_HEROES, REDUCTION_HEROES, SIBLING_HEROES
 from ..shape import TupleShape
 from .fusion import Partition, _free
-
-REDUCTIONS = frozenset({"reduce", "reduce-window"})
-CONTRACTIONS = frozenset({"dot", "convolution"})
 
 
 def kernel_kind(members: list[Instruction]) -> str:
     ops = {m.opcode for m in members}
-    if ops & REDUCTIONS:
+    if ops & REDUCTION_HEROES:
         return "kInput"
-    if ops & CONTRACTIONS:
+    if ops & CONTRACTION_HEROES:
         return "kOutput"
     return "kLoop"
 
@@ -115,7 +113,7 @@ class Outliner:
             root = Instruction("tuple", "tuple", TupleShape(tuple(o.shape for o in outs)), outs)
             body.append(root)
         _rename_unique(body)
-        hero = next((m for m in reversed(members) if m.opcode in REDUCTIONS | CONTRACTIONS),
+        hero = next((m for m in reversed(members) if m.opcode in SIBLING_HEROES),
                     view.outputs[0])
         name = self._unique(f"fused_{hero.opcode.replace('-', '_')}")
         fused = Computation(name, body, root)

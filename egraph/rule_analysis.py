@@ -16,19 +16,19 @@ from ..dtypes import DTYPES
 from ..errors import HloError
 from ..grammar.rules_parser import (Call, Comparison, Fold, IntList, Name, Number, Pos, Rule,
                                     String, to_text)
-from ..ops import OPS, VARIADIC
+from ..ops import COMMUTATIVE, OPS, VARIADIC
 from .constants import number_text
 from .rule_functions import COMPARISONS, FUNCTIONS
 from .rule_ir import (ROOT, Apply, Compare, FoldIR, Lit, MakeType, PNode, RNode, RuleIR, TypeOf,
                       Var, kind_of)
-from .rule_types import CLASS_REPRESENTATIVE, OP_CLASSES, SHAPED, dtype, operand_type, result_type
+from .rule_types import (CLASS_REPRESENTATIVE, REWRITE_OP_CLASSES, SHAPED, dtype, operand_type,
+                         result_type)
 from .schema import ATTR_FIELDS
 
 FIELD_KINDS = {"v": "ints", "s": "str", "i": "int"}
 KIND_NAMES = {"ints": "a list of integers", "int": "an integer", "str": "a name or string",
               "op": "an op class",
               "dtype": "an element type", "type": "a term", "term": "a term", "bool": "a guard"}
-COMMUTATIVE = frozenset({"add", "multiply", "maximum", "minimum", "and", "or", "xor"})
 SYMMETRIC_DIRECTIONS = frozenset({"EQ", "NE"})
 BUILDERS = {"zeros_like": "0", "ones_like": "1"}
 # Attributes a new right-side term may leave out (when it cannot copy them from the root).
@@ -99,7 +99,8 @@ class _RuleAnalysis:
     # --- left side ---------------------------------------------------------------------
 
     def lhs_root(self, term) -> PNode:
-        if not (isinstance(term, Call) and (term.name in OPS or term.name in OP_CLASSES)):
+        known = isinstance(term, Call) and (term.name in OPS or term.name in REWRITE_OP_CLASSES)
+        if not known:
             if isinstance(term, Call):
                 self.op_info(term)              # says what the name is instead
             raise term.pos.error("the left side must be an operation such as add(x, 0), "
@@ -132,7 +133,8 @@ class _RuleAnalysis:
             term.name == "compare" and isinstance(direction, Lit)
             and direction.value in SYMMETRIC_DIRECTIONS)
         var = f"i_n{k}" if alias is None else self.bind_alias(alias, k)
-        op_var = self.bind(Name(term.name, term.pos), "op").name if term.name in OP_CLASSES else ""
+        in_class = term.name in REWRITE_OP_CLASSES
+        op_var = self.bind(Name(term.name, term.pos), "op").name if in_class else ""
         return PNode(var, info.name, term.pos, children, attrs, f"i_t{k}",
                      commutative=commutative and len(children) == 2, op_var=op_var)
 
@@ -156,7 +158,7 @@ class _RuleAnalysis:
 
     def op_info(self, term: Call):
         info = OPS.get(term.name)
-        if term.name in OP_CLASSES:
+        if term.name in REWRITE_OP_CLASSES:
             info = dataclasses.replace(OPS[CLASS_REPRESENTATIVE[term.name]], name=term.name)
         if info is None:
             if term.name in FUNCTIONS:
@@ -391,7 +393,7 @@ class _RuleAnalysis:
 
     def class_var(self, term: Call) -> str:
         """The variable of an op class used on the right side (bound on the left)."""
-        if term.name not in OP_CLASSES:
+        if term.name not in REWRITE_OP_CLASSES:
             return ""
         var = self.vars.get(term.name)
         if var is None or var.kind != "op":
@@ -437,7 +439,7 @@ class _RuleAnalysis:
             return TypeOf(self.term_ref(term).name)
         if isinstance(term, Call) and term.name in BUILDERS and len(term.args) == 1:
             return self.bottom_up(term.args[0])
-        if isinstance(term, Call) and (term.name in OPS or term.name in OP_CLASSES):
+        if isinstance(term, Call) and (term.name in OPS or term.name in REWRITE_OP_CLASSES):
             term, shape = self.split_keyword(term, SHAPE)
             types = [self.bottom_up(a) for a in term.args]
             if shape is not None:

@@ -20,7 +20,7 @@ from .host_calls import answer_table, request_table
 from .rule_functions import COMPARISONS, FUNCTIONS, TypeParts, vec
 from .rule_ir import (ROOT, Apply, Compare, Lit, MakeType, PNode, RNode, RuleIR, TypeOf, Var,
                       kind_of)
-from .rule_types import CLASS_REPRESENTATIVE, OP_CLASSES
+from .rule_types import CLASS_REPRESENTATIVE, REWRITE_OP_CLASSES
 from .schema import attr_constructor
 from .terms import egg_string
 
@@ -34,9 +34,9 @@ SPLAT_DECLARATIONS = f"""(relation {SPLAT_RELATION} (Term String))
 (rule ((= e (Op1 "broadcast" c a t)) ({SPLAT_RELATION} c v))
       (({SPLAT_RELATION} e v)) :ruleset analysis :name "hlo-opt/splat-broadcast")"""
 
-# (OpClass "unary" "negate"): the members of each op class (rule_types.OP_CLASSES).
+# (OpClass "unary" "negate"): the members of each op class (rule_types.REWRITE_OP_CLASSES).
 CLASS_DECLARATIONS = "\n".join(["(relation OpClass (String String))"] + [
-    f'(OpClass "{name}" "{op}")' for name, ops in OP_CLASSES.items() for op in ops])
+    f'(OpClass "{name}" "{op}")' for name, ops in REWRITE_OP_CLASSES.items() for op in ops])
 
 _ATOMIC = re.compile(r'[A-Za-z_][\w\-]*|-?\d+|"[^"]*"|\(vec-range 0\)')
 

@@ -22,7 +22,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..dtypes import DTYPES, float_info, int_info
+from ..dtypes import COMPLEX_PART, DTYPES, float_info, int_info
 from ..shape import Shape, array
 from .constants import representable
 from .schema import DTYPE_CLASSES
@@ -118,18 +118,15 @@ def _array_dtypes() -> list[str]:
     return sorted(name for name, d in DTYPES.items() if d.is_array and name != "opaque_type")
 
 
-_COMPLEX_PART = {"c64": "f32", "c128": "f64"}
-
-
 def _real_type_facts(calls) -> str:
-    sets = "\n".join(f'(set (RealType "{d}") "{_COMPLEX_PART.get(d, d)}")' for d in _array_dtypes())
+    sets = "\n".join(f'(set (RealType "{d}") "{COMPLEX_PART.get(d, d)}")' for d in _array_dtypes())
     return "(function RealType (String) String :no-merge)\n" + sets
 
 
 def _real_type_py(dtype: str) -> str:
     if dtype not in DTYPES or not DTYPES[dtype].is_array:
         raise NoValue
-    return _COMPLEX_PART.get(dtype, dtype)
+    return COMPLEX_PART.get(dtype, dtype)
 
 
 def _can_hold_facts(calls) -> str:
@@ -203,16 +200,16 @@ def _values_preserved(src: str, dst: str) -> bool:
     if src == dst:
         return True
     if a.kind == "pred":                # false, true -> 0, 1 -> false, true
-        return b.kind in ("int", "uint") or _values_preserved("s8", dst)
+        return b.is_integral or _values_preserved("s8", dst)
     if b.kind == "pred" or a.kind == "complex" and b.kind != "complex":
         return False
     if b.kind == "complex":
         if a.kind == "complex":
             return (src, dst) == ("c64", "c128")
-        return _values_preserved(src, {"c64": "f32", "c128": "f64"}[dst])
-    if a.kind in ("int", "uint"):
+        return _values_preserved(src, COMPLEX_PART[dst])
+    if a.is_integral:
         lo, hi = _int_range(a)
-        if b.kind in ("int", "uint"):
+        if b.is_integral:
             blo, bhi = _int_range(b)
             return blo <= lo and hi <= bhi
         exact = _exact_int_limit(dst) if b.kind == "float" else -1
@@ -282,7 +279,7 @@ def _int_limits() -> dict[str, tuple[int, int]]:
         d = DTYPES[name]
         if d.kind == "pred":
             out[name] = (0, 1)
-        elif d.kind in ("int", "uint") and d.bits >= 8:
+        elif d.is_integral and d.bits >= 8:
             lo, hi = _int_range(d)
             out[name] = (lo, min(hi, (1 << 63) - 1))     # egglog integers are i64
         elif d.kind == "float" and d.bits >= 8 and _exact_int_limit(name) >= 0:

@@ -26,7 +26,8 @@ def _same_typed(arity: int) -> tuple[str, ...]:
 # wherever the name appears in that rule (`unary(transpose(x, dimensions=p)) =>
 # transpose(unary(x), dimensions=p)` moves a transpose through every unary op). Members are
 # the elementwise ops whose result has their operands' type and that have no attributes.
-OP_CLASSES: dict[str, tuple[str, ...]] = {"unary": _same_typed(1), "binary": _same_typed(2)}
+REWRITE_OP_CLASSES: dict[str, tuple[str, ...]] = {"unary": _same_typed(1),
+                                                  "binary": _same_typed(2)}
 # A member the compiler types new terms of the class with (all members type alike).
 CLASS_REPRESENTATIVE = {"unary": "negate", "binary": "add"}
 # Ops whose result has operand 0's element type: `shape=` on the right side gives their dims.

@@ -25,6 +25,8 @@ one e-node only when opcode, operands, every attribute and the type agree.
 """
 from __future__ import annotations
 
+from ..dtypes import DTYPES
+
 # opcode -> [(attribute name, kind)], kinds: v = list of ints, s = string, i = int.
 # `slice` and `pad` spread their per-dimension triples over three vectors; `to_apply` and other
 # called computations are strings naming a reducer ("add") or a registered computation ("@c3").
@@ -64,14 +66,10 @@ def attr_constructors() -> list[str]:
 
 
 # Element-type classes as egglog relations over dtype names: rules guard with (IsFloat dt).
-DTYPE_CLASSES = {
-    "IsFloat": ("f16", "bf16", "f32", "f64", "f8e5m2", "f8e4m3", "f8e4m3fn", "f8e4m3b11fnuz",
-                "f8e3m4", "f8e5m2fnuz", "f8e4m3fnuz", "f4e2m1fn", "f8e8m0fnu"),
-    "IsSigned": ("s1", "s2", "s4", "s8", "s16", "s32", "s64"),
-    "IsUnsigned": ("u1", "u2", "u4", "u8", "u16", "u32", "u64"),
-    "IsPred": ("pred",),
-    "IsComplex": ("c64", "c128"),
-}
+DTYPE_CLASSES = {relation: tuple(name for name, d in DTYPES.items() if d.kind == kind)
+                 for relation, kind in (("IsFloat", "float"), ("IsSigned", "int"),
+                                        ("IsUnsigned", "uint"), ("IsPred", "pred"),
+                                        ("IsComplex", "complex"))}
 DTYPE_CLASSES["IsInt"] = DTYPE_CLASSES["IsSigned"] + DTYPE_CLASSES["IsUnsigned"]
 
 TERM_CONSTRUCTORS = ("Leaf", "Op1", "Op2", "Op3", "OpV")

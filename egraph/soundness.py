@@ -186,7 +186,7 @@ def edge_values(shape: Shape, mode: str) -> np.ndarray:
     dt = shape.dtype
     if dt.kind == "pred":
         return np.array([False, True])
-    if dt.kind in ("int", "uint"):
+    if dt.is_integral:
         info = int_info(dt)
         lo, hi = int(info.min), int(info.max)
         values = {lo, hi, 0, 1, 2, -1, -2, lo + 1, hi - 1}
@@ -203,7 +203,7 @@ def random_values(shape: Shape, mode: str, rng, n: int) -> np.ndarray:
     dt = shape.dtype
     if dt.kind == "pred":
         return rng.random(n) < 0.5
-    if dt.kind in ("int", "uint"):
+    if dt.is_integral:
         info = int_info(dt)
         carrier = np.uint64 if dt.kind == "uint" else np.int64
         wide = rng.integers(info.min, info.max, size=n, dtype=carrier, endpoint=True)

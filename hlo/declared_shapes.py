@@ -11,9 +11,10 @@ import math
 from typing import Sequence
 
 from . import collective_rules
+from .dtypes import NUMERIC
 from .ops import async_wrapped
 from .shape import AnyShape, TupleShape
-from .shape_inference import INFERABLE, NUMERIC, infer_shape
+from .shape_inference import INFERABLE, infer_shape
 from .shape_util import computation, expect_array, expect_scalar, fail, relayout, text
 from .transfer_rules import CONTEXT, TOKEN, expect_token
 

@@ -1,7 +1,9 @@
 """XLA primitive (element) types and their numpy counterparts.
 
 One table drives everything that needs to know about an element type: the parser checks
-names against it, the interpreter picks numpy dtypes from it, cost models read `bits`.
+names against it, the interpreter picks numpy dtypes from it, cost models read `bits`, the
+lowering pairs each row with its LLVM types; `accumulation_type` is the one rule both the
+interpreter and the lowering sum dots and convolutions by.
 Narrow floats and sub-byte integers come from ml_dtypes, which XLA itself uses; their ranges
 and float formats are read through `int_info` / `float_info` here, because numpy's own
 iinfo/finfo reject them (s4 is a numpy dtype of kind "V").
@@ -28,6 +30,11 @@ class DType:
     @property
     def is_integral(self) -> bool:
         return self.kind in ("int", "uint")
+
+    @property
+    def is_signed(self) -> bool:
+        """A signed integer (floats carry their sign bit apart and are not "signed" here)."""
+        return self.kind == "int"
 
     @property
     def is_array(self) -> bool:
@@ -72,6 +79,40 @@ _BY_NUMPY: dict[np.dtype, DType] = {}
 for _d in DTYPES.values():
     if _d.numpy is not None:
         _BY_NUMPY.setdefault(_d.numpy, _d)
+
+
+COMPLEX_PART = {"c64": "f32", "c128": "f64"}        # complex type -> its component type
+COMPLEX_OF = {"f32": "c64", "f64": "c128"}
+
+# Classes of element kinds (DType.kind), as ops and guards name them.
+KINDS = frozenset({"pred", "int", "uint", "float", "complex", "token", "opaque"})
+INTEGRAL = frozenset({"int", "uint"})
+FLOATING = frozenset({"float"})
+FLOAT_OR_COMPLEX = frozenset({"float", "complex"})
+NUMERIC = INTEGRAL | FLOAT_OR_COMPLEX
+BITWISE = INTEGRAL | {"pred"}                    # and, or, xor, not
+SIGNED = frozenset({"int", "float", "complex"})   # kinds with negative values (negate, abs)
+
+# Element kinds by the values they can hold: where kinds mix, arithmetic happens in the
+# later one (XLA's "higher precision type").
+KIND_RANK = {"pred": 0, "uint": 1, "int": 2, "float": 3, "complex": 4}
+
+
+def accumulation_type(*types: DType) -> DType:
+    """The type a dot or convolution of these operand and result types sums in, before one
+    conversion to the result type: floats in f32 (as XLA's CPU backend does) unless one type
+    is f64 or c128, complex likewise in c64/c128, integers in the widest integer type (at
+    least a byte; signed if any is), pred as or-of-ands in pred."""
+    top = max((t.kind for t in types), key=KIND_RANK.__getitem__)
+    wide = any(t.name in ("f64", "c128") for t in types)
+    if top == "complex":
+        return DTYPES["c128" if wide else "c64"]
+    if top == "float":
+        return DTYPES["f64" if wide else "f32"]
+    if top == "pred":
+        return DTYPES["pred"]
+    bits = max(8, *(t.bits for t in types))
+    return DTYPES[f"{'s' if any(t.is_signed for t in types) else 'u'}{bits}"]
 
 
 def dtype(name: str) -> DType:

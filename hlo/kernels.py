@@ -9,12 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .ir import Computation, Instruction, Module
-
-NOT_KERNELS = frozenset({
-    "parameter", "constant", "tuple", "get-tuple-element", "bitcast", "reshape", "after-all",
-    "opt-barrier", "add-dependency", "domain", "while", "conditional", "call",
-    "partition-id", "replica-id"})
-CONTROL = frozenset({"while", "conditional", "call"})
+from .ops import CONTROL, NOT_KERNELS
 
 
 @dataclass

@@ -1,8 +1,10 @@
-"""The opcode table: every HLO opcode XLA's parser knows, with its arity and class.
+"""The opcode table: every HLO opcode XLA's parser knows, with its arity and class, and the
+properties of opcodes the stages ask about.
 
-Other stages ask this table instead of keeping their own opcode lists: the parser (unknown
-opcode?), shape inference and the interpreter (elementwise?), the e-graph encoder, fusion
-rules and cost models (which ops are elementwise, which are reductions).
+Other stages ask this module instead of keeping their own opcode lists: the parser (unknown
+opcode?), shape inference and the interpreter (elementwise?), the e-graph encoder and rule
+compiler (commutative?), fusion rules and outlining (heroes), the kernel count, the
+lowering and the cost models (not a kernel? expensive?).
 """
 from __future__ import annotations
 
@@ -189,6 +191,44 @@ ELEMENTWISE_CATEGORIES = frozenset({"unary", "binary", "ternary", "convert", "co
 def is_elementwise(opcode: str) -> bool:
     info = OPS.get(opcode)
     return info is not None and info.category in ELEMENTWISE_CATEGORIES
+
+
+# ---- properties of opcodes other stages ask about (one definition each)
+
+# Binary ops with op(a, b) == op(b, a): a rule's pattern matches both operand orders, and a
+# reducer written `op(p1, p0)` is the reducer `op`.
+COMMUTATIVE = frozenset("add multiply maximum minimum and or xor".split())
+# Binary ops with op(op(a, b), c) == op(a, op(b, c)) (up to float rounding): a reduction by
+# one of them may be regrouped (tiled, vectorized), and a rule may name it as a reducer.
+ASSOCIATIVE = frozenset("add multiply maximum minimum and or xor".split())
+
+# Heroes: ops that bring a loop structure of their own to a kernel, rather than computing
+# one output element per index. A kernel with a reduction is XLA's kInput fusion, one with
+# a contraction kOutput; those two also pick the kernel's hero for sibling merges.
+REDUCTION_HEROES = frozenset({"reduce", "reduce-window"})
+CONTRACTION_HEROES = frozenset({"dot", "convolution"})
+SIBLING_HEROES = REDUCTION_HEROES | CONTRACTION_HEROES
+HEROES = SIBLING_HEROES | {"scatter", "select-and-scatter", "sort", "gather", "custom-call",
+                           "fft"}
+
+# Ops that only relabel a buffer (same bytes, another shape): no loop of their own.
+VIEWS = frozenset({"bitcast", "reshape"})
+# Ops that build or take apart tuples of buffers.
+TUPLE_OPS = frozenset({"tuple", "get-tuple-element"})
+# Ops that only order other ops (tokens, barriers, domains): no data of their own.
+ORDERING = frozenset({"after-all", "opt-barrier", "add-dependency", "domain"})
+# Control flow: its called computations' instructions do the work.
+CONTROL = frozenset({"while", "conditional", "call"})
+# Ops the host runs between kernels: they pass buffers around or call computations.
+HOST_OPS = frozenset({"parameter"}) | TUPLE_OPS | CONTROL | ORDERING
+# Instructions that are not kernels when a module runs: host ops, views, constants (data
+# in the executable) and the device's ids.
+NOT_KERNELS = HOST_OPS | VIEWS | {"constant", "partition-id", "replica-id"}
+
+# Elementwise ops dearer than an add (polynomial approximations, divisions): worth computing
+# once and storing rather than recomputing for every reader.
+EXPENSIVE_ELEMENTWISE = frozenset("""divide remainder sqrt rsqrt cbrt exponential
+exponential-minus-one log log-plus-one logistic tanh sine cosine tan atan2 erf power""".split())
 
 
 @lru_cache(maxsize=None)

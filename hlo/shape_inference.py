@@ -12,20 +12,13 @@ from typing import Callable, Sequence
 
 from . import collective_rules, transfer_rules
 from . import shape_rules as rules
-from .dtypes import DTYPES
+from .dtypes import (BITWISE, COMPLEX_OF, COMPLEX_PART, DTYPES, FLOAT_OR_COMPLEX, FLOATING,
+                     INTEGRAL, KINDS, NUMERIC, SIGNED)
 from .shape import AnyShape, Shape, TupleShape
-from .shape_util import (COMPLEX_OF, COMPLEX_PART, Computations, array, attr, dims_attr,
-                         expect_array, expect_scalar, fail, relayout, text)
+from .shape_util import (Computations, array, attr, dims_attr, expect_array, expect_scalar, fail,
+                         relayout, text)
 
-# Element-kind classes an elementwise op accepts (DType.kind values).
-NUMERIC = frozenset({"int", "uint", "float", "complex"})
-INTEGRAL = frozenset({"int", "uint"})
-FLOATING = frozenset({"float"})
-FLOAT_OR_COMPLEX = frozenset({"float", "complex"})
-BITWISE = frozenset({"pred", "int", "uint"})
-SIGNED = frozenset({"int", "float", "complex"})
 ARITHMETIC = NUMERIC | {"pred"}          # XLA accepts add/multiply/max/min on pred
-ANY = frozenset({"pred", "int", "uint", "float", "complex", "token", "opaque"})
 
 # opcode: (accepted element kinds, result type rule). Rules: "same", "pred" (comparisons,
 # is-finite), "real" (complex -> its component type), "complex" (f32 -> c64).
@@ -39,7 +32,7 @@ ELEMENTWISE: dict[str, tuple[frozenset, str]] = {
     "real": (FLOAT_OR_COMPLEX, "real"), "imag": (FLOAT_OR_COMPLEX, "real"),
     "is-finite": (FLOATING, "pred"), "not": (BITWISE, "same"),
     "count-leading-zeros": (INTEGRAL, "same"), "popcnt": (INTEGRAL, "same"),
-    "copy": (ANY, "same"),
+    "copy": (KINDS, "same"),
     **dict.fromkeys(("add", "multiply"), (ARITHMETIC, "same")),
     **dict.fromkeys(("maximum", "minimum"), (ARITHMETIC - {"complex"}, "same")),
     **dict.fromkeys(("subtract", "divide", "power"), (NUMERIC, "same")),
@@ -48,8 +41,8 @@ ELEMENTWISE: dict[str, tuple[frozenset, str]] = {
     **dict.fromkeys(("and", "or", "xor"), (BITWISE, "same")),
     **dict.fromkeys(("shift-left", "shift-right-arithmetic", "shift-right-logical"),
                     (INTEGRAL, "same")),
-    "compare": (ANY - {"token", "opaque"}, "pred"),
-    "select": (ANY - {"token", "opaque"}, "same"), "clamp": (NUMERIC, "same"),
+    "compare": (KINDS - {"token", "opaque"}, "pred"),
+    "select": (KINDS - {"token", "opaque"}, "same"), "clamp": (NUMERIC, "same"),
 }
 
 

@@ -8,12 +8,11 @@ from __future__ import annotations
 from typing import Sequence
 
 from .attributes import ComputationRef, ConvDimLabels, Window
+from .dot_dims import free_dims
+from .dtypes import COMPLEX_OF, COMPLEX_PART, INTEGRAL, KIND_RANK
 from .shape import AnyShape, Shape, TupleShape
-from .shape_util import (COMPLEX_OF, COMPLEX_PART, array, attr, check_signature, computation,
-                         dims_attr, expect_array, expect_scalar, fail, maybe_tuple, relayout,
-                         scalars, text)
-
-INTEGRAL = frozenset({"int", "uint"})
+from .shape_util import (array, attr, check_signature, computation, dims_attr, expect_array,
+                         expect_scalar, fail, maybe_tuple, relayout, scalars, text)
 
 
 # ---------------------------------------------------------- windows and contractions
@@ -39,8 +38,7 @@ def _result_type(lhs: Shape, rhs: Shape) -> str:
     a, b = lhs.dtype, rhs.dtype
     if a.name == b.name:
         return a.name
-    rank = {"pred": 0, "uint": 1, "int": 2, "float": 3, "complex": 4}
-    return max((a, b), key=lambda t: (rank[t.kind], t.bits)).name
+    return max((a, b), key=lambda t: (KIND_RANK[t.kind], t.bits)).name
 
 
 def _braced(dims: Sequence[int]) -> str:
@@ -72,8 +70,8 @@ def _dot(opcode, operands, attrs):
         rc = rc + tuple(attrs.get("rhs_group_dims", ()))
         groups = _ragged_groups(lhs, operands[2], attrs, lc)
     dims = (groups + [lhs.dims[d] for d in lb]
-            + [n for i, n in enumerate(lhs.dims) if i not in lc and i not in lb]
-            + [n for i, n in enumerate(rhs.dims) if i not in rc and i not in rb])
+            + [lhs.dims[d] for d in free_dims(lhs.rank, lb, lc)]
+            + [rhs.dims[d] for d in free_dims(rhs.rank, rb, rc)])
     return array(_result_type(lhs, rhs), dims)
 
 

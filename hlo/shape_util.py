@@ -10,9 +10,6 @@ from .shape import AnyShape, Shape, TupleShape, default_layout
 
 Computations = Mapping[str, object] | None
 
-COMPLEX_PART = {"c64": "f32", "c128": "f64"}        # complex type -> its component type
-COMPLEX_OF = {"f32": "c64", "f64": "c128"}
-
 
 def fail(message: str):
     raise HloError(message)

@@ -21,6 +21,8 @@ from typing import Callable
 
 from llvmlite import ir
 
+from ..dot_dims import dot_dims
+from ..dtypes import accumulation_type
 from ..targets import cpu_facts
 from .convert import convert
 from .elemental import Elemental
@@ -29,23 +31,6 @@ from . import jit
 from .emit_loops import Index, delinearize, for_range
 from .intrinsics import call, declare
 from .ltypes import I1, I64, PTR, VOID, ElemType, elem, load, opaque, store
-
-_KIND_RANK = {"pred": 0, "uint": 1, "int": 2, "float": 3, "complex": 4}
-
-
-def accumulation_type(*types: ElemType) -> ElemType:
-    """The interpreter's accumulation type: narrow floats in f32, ints in the widest type."""
-    top = max((t.kind for t in types), key=_KIND_RANK.__getitem__)
-    wide = any(t.name in ("f64", "c128") for t in types)
-    if top == "complex":
-        return elem("c128" if wide else "c64")
-    if top == "float":
-        return elem("f64" if wide else "f32")
-    if top == "pred":
-        return elem("pred")
-    bits = max(t.bits for t in types)
-    return elem(f"{'s' if any(t.kind == 'int' for t in types) else 'u'}{bits}")
-
 
 @dataclass
 class Gemm:
@@ -66,7 +51,9 @@ class Gemm:
 
     @property
     def acc(self) -> ElemType:
-        return accumulation_type(self.a_type, self.b_type, self.out_type)
+        """The interpreter's accumulation type (dtypes.accumulation_type)."""
+        return elem(accumulation_type(self.a_type.dtype, self.b_type.dtype,
+                                      self.out_type.dtype).name)
 
     def packed(self) -> bool:
         return self.acc.name in ("f32", "f64") and self.k > 0 and self.n > 1 and \
@@ -350,11 +337,7 @@ def micro_kernel(acc: ElemType) -> str:
 
 def dot_gemm(inst) -> Gemm:
     lhs, rhs = inst.operands
-    a = inst.attrs
-    lb, rb = list(a.get("lhs_batch_dims", ())), list(a.get("rhs_batch_dims", ()))
-    lc, rc = list(a.get("lhs_contracting_dims", ())), list(a.get("rhs_contracting_dims", ()))
-    lf = [d for d in range(lhs.shape.rank) if d not in lb and d not in lc]
-    rf = [d for d in range(rhs.shape.rank) if d not in rb and d not in rc]
+    (lb, lc, lf), (rb, rc, rf) = dot_dims(inst.attrs, lhs.shape.rank, rhs.shape.rank)
     ld, rd = lhs.shape.dims, rhs.shape.dims
     batch = math.prod(ld[d] for d in lb)
     m, n, k = math.prod(ld[d] for d in lf), math.prod(rd[d] for d in rf), math.prod(ld[d] for d in lc)

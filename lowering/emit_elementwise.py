@@ -13,14 +13,14 @@ from typing import Callable
 
 from llvmlite import ir
 
+from ..dtypes import FLOATING, INTEGRAL
 from . import mathlib, vecmath
 from .convert import CONVERSIONS, convert_lowerable
 from .intrinsics import call, libm
 from .ltypes import F32, F64, I1, ElemType, component, elem, round_to, select, supported
 
 Emitter = Callable[..., object]
-REAL, INT, PRED, CPLX = frozenset({"float"}), frozenset({"int", "uint"}), frozenset({"pred"}), \
-    frozenset({"complex"})
+REAL, INT, PRED, CPLX = FLOATING, INTEGRAL, frozenset({"pred"}), frozenset({"complex"})
 NUM = REAL | INT
 
 

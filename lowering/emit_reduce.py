@@ -27,6 +27,7 @@ from contextlib import ExitStack, contextmanager
 
 from llvmlite import ir
 
+from ..ops import ASSOCIATIVE
 from . import emit_elementwise
 from .elemental import Elemental, register
 from .emit_kernel import emit_loop, plan_loop
@@ -35,7 +36,6 @@ from .emit_loops import Index, add, clamp, const, delinearize, for_range, mul, n
 from .ltypes import I64, elem, round_to, store
 
 COLUMN_TILE = 256                 # outputs per column tile (1 KiB of f32 accumulators)
-_ASSOCIATIVE = frozenset({"add", "multiply", "maximum", "minimum", "and", "or", "xor"})
 
 
 def simple_reducer(comp) -> list | None:
@@ -47,7 +47,7 @@ def simple_reducer(comp) -> list | None:
     if len(params) % 2 or len(roots) != n:
         return None
     for i, r in enumerate(roots):
-        if r.opcode not in _ASSOCIATIVE or len(r.operands) != 2 or \
+        if r.opcode not in ASSOCIATIVE or len(r.operands) != 2 or \
                 {id(o) for o in r.operands} != {id(params[i]), id(params[n + i])} or \
                 r.shape.element_type != params[i].shape.element_type:
             return None

@@ -17,6 +17,7 @@ from ..errors import UnsupportedError
 from ..interpreter import DISPATCH, Evaluator
 from ..interpreter.control import CUSTOM_CALLS
 from ..ir import Instruction
+from ..ops import HOST_OPS, TUPLE_OPS, VIEWS
 from . import emit_elementwise, emit_fft, kernels
 from .ltypes import elem, supported
 
@@ -28,8 +29,7 @@ class FallbackWarning(UserWarning):
 # Ops with a kernel emitter (besides elementwise ones); the rest fall back.
 _EMITTED = kernels.ELEMENTAL | {"dot", "convolution", "reduce", "scatter", "sort",
                                 "select-and-scatter", "fusion", "topk", "custom-call"}
-_SCALAR_OK = {"parameter", "constant", "tuple", "get-tuple-element", "broadcast", "reshape",
-              "bitcast", "copy"}
+_SCALAR_OK = {"parameter", "constant", "broadcast", "copy"} | TUPLE_OPS | VIEWS
 
 
 def why_not(inst: Instruction) -> str | None:
@@ -51,7 +51,7 @@ def _interpretable(inst: Instruction) -> bool:
 
 def _why_not(inst: Instruction) -> str | None:
     op = inst.opcode
-    if op in kernels.HOST:
+    if op in HOST_OPS:
         return None
     if op not in _EMITTED and not emit_elementwise.is_elementwise_op(op):
         return f"no kernel emitter for {op}"

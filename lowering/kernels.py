@@ -26,7 +26,7 @@ import math
 from dataclasses import dataclass, field
 
 from ..ir import Computation, Instruction
-from ..ops import is_elementwise
+from ..ops import EXPENSIVE_ELEMENTWISE, HOST_OPS, VIEWS, is_elementwise
 from ..shape import TupleShape
 
 # Ops computed inline at an output index by elemental.py / emit_reduce.py / emit_gather.py.
@@ -35,15 +35,11 @@ copy dynamic-slice dynamic-update-slice gather map reduce-window constant fft"""
 # Ops with their own loop structure: always the root of a group.
 ROOT_ONLY = frozenset("""dot convolution reduce scatter sort select-and-scatter fusion
 rng-bit-generator topk custom-call""".split())
-# Ops that live on the host: they move buffers around or call computations.
-HOST = frozenset("""parameter tuple get-tuple-element while conditional call after-all
-opt-barrier add-dependency domain""".split())
 # Index-only ops cheap enough to duplicate into every group that reads them.
 DUPLICABLE = frozenset("broadcast reshape bitcast transpose slice reverse iota copy".split())
 # Ops worth storing rather than recomputing when a group reads them more than once each.
-EXPENSIVE = frozenset("""exponential exponential-minus-one log log-plus-one logistic tanh erf
-sine cosine tan atan2 power divide remainder sqrt rsqrt cbrt reduce reduce-window map dot
-convolution gather fft""".split())
+EXPENSIVE = EXPENSIVE_ELEMENTWISE | {"reduce", "reduce-window", "map", "dot", "convolution",
+                                     "gather", "fft"}
 # What each kind of group root lets its producers be.
 _DOT_PRODUCERS = frozenset("""broadcast reshape bitcast transpose slice reverse copy convert
 constant iota""".split())
@@ -112,7 +108,7 @@ def partition(comp: Computation, lowerable, *, fused: bool = False,
     groups: list[Group] = []
     owners: dict[int, list[Group]] = {}          # id(inst) -> groups computing it inline
     for inst in reversed(order):
-        if inst.opcode in HOST or (inst.opcode == "constant" and not is_scalar_constant(inst)):
+        if inst.opcode in HOST_OPS or (inst.opcode == "constant" and not is_scalar_constant(inst)):
             continue
         if inst.opcode == "constant" and inst is not comp.root and users[id(inst)] and all(
                 id(u) in owners and not any(g.fallback for g in owners[id(u)])
@@ -134,7 +130,7 @@ def partition(comp: Computation, lowerable, *, fused: bool = False,
 
 
 MAX_SIBLINGS = 8
-_NOT_MERGED = frozenset({"constant", "reshape", "copy", "bitcast"})   # buffers, not loops
+_NOT_MERGED = VIEWS | {"constant", "copy"}   # buffers, not loops
 
 
 def _merge_results(groups: list[Group], comp: Computation, users) -> list[Group]:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
+from ..dtypes import COMPLEX_PART, DTYPES, DType
 from . import float8
 
 I1, I8, I16, I32, I64 = (ir.IntType(n) for n in (1, 8, 16, 32, 64))
@@ -23,23 +24,18 @@ VOID = ir.VoidType()
 
 @dataclass(frozen=True)
 class ElemType:
-    name: str          # HLO spelling
-    kind: str          # pred | int | uint | float | complex
+    """An element type's LLVM types; what it is (kind, width) comes from its DType."""
+    dtype: DType
     storage: ir.Type   # one element (one component for complex) in memory
     compute: ir.Type   # one element (one component) in registers
-    bits: int          # storage bits of one element
 
-    @property
-    def is_float(self) -> bool:
-        return self.kind == "float"
-
-    @property
-    def is_int(self) -> bool:
-        return self.kind in ("int", "uint")
-
-    @property
-    def signed(self) -> bool:
-        return self.kind == "int"
+    # What the element is, read from its DType.
+    name = property(lambda self: self.dtype.name)
+    kind = property(lambda self: self.dtype.kind)        # pred | int | uint | float | complex
+    bits = property(lambda self: self.dtype.bits)        # storage bits of one element
+    is_float = property(lambda self: self.dtype.is_float)
+    is_int = property(lambda self: self.dtype.is_integral)
+    signed = property(lambda self: self.dtype.is_signed)
 
     @property
     def narrow(self) -> bool:
@@ -51,19 +47,18 @@ class ElemType:
         return self.bits // 8
 
 
-_ROWS = [
-    ("pred", "pred", I8, I1, 8),
-    ("s8", "int", I8, I8, 8), ("s16", "int", I16, I16, 16),
-    ("s32", "int", I32, I32, 32), ("s64", "int", I64, I64, 64),
-    ("u8", "uint", I8, I8, 8), ("u16", "uint", I16, I16, 16),
-    ("u32", "uint", I32, I32, 32), ("u64", "uint", I64, I64, 64),
-    ("f16", "float", F16, F32, 16), ("bf16", "float", I16, F32, 16),
-    ("f32", "float", F32, F32, 32), ("f64", "float", F64, F64, 64),
-    ("c64", "complex", F32, F32, 64), ("c128", "complex", F64, F64, 128),
-]
-_ROWS += [(name, "float", I8, F32, 8) for name in (
-    "f8e4m3fn", "f8e5m2", "f8e4m3", "f8e3m4", "f8e4m3fnuz", "f8e5m2fnuz", "f8e4m3b11fnuz")]
-ELEM_TYPES: dict[str, ElemType] = {r[0]: ElemType(*r) for r in _ROWS}
+# name: (storage, compute)
+_LLVM_TYPES = {
+    "pred": (I8, I1),
+    "s8": (I8, I8), "s16": (I16, I16), "s32": (I32, I32), "s64": (I64, I64),
+    "u8": (I8, I8), "u16": (I16, I16), "u32": (I32, I32), "u64": (I64, I64),
+    "f16": (F16, F32), "bf16": (I16, F32), "f32": (F32, F32), "f64": (F64, F64),
+    "c64": (F32, F32), "c128": (F64, F64),
+    **dict.fromkeys(("f8e4m3fn", "f8e5m2", "f8e4m3", "f8e3m4", "f8e4m3fnuz", "f8e5m2fnuz",
+                     "f8e4m3b11fnuz"), (I8, F32)),
+}
+ELEM_TYPES: dict[str, ElemType] = {name: ElemType(DTYPES[name], *types)
+                                   for name, types in _LLVM_TYPES.items()}
 
 
 def elem(name: str) -> ElemType:
@@ -77,7 +72,8 @@ def supported(name: str) -> bool:
 
 def component(et: ElemType) -> ElemType:
     """The real type of a complex type's parts (c64 -> f32); other types map to themselves."""
-    return {"c64": ELEM_TYPES["f32"], "c128": ELEM_TYPES["f64"]}.get(et.name, et)
+    part = COMPLEX_PART.get(et.name)
+    return et if part is None else ELEM_TYPES[part]
 
 
 # ------------------------------------------------------------------ memory <-> registers

@@ -15,12 +15,13 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from ..ir import Instruction
+from ..ops import TUPLE_OPS, VIEWS
 from ..shape import AnyShape
 from . import CostModel, Work
 from .work import flops
 
 # Ops that relabel memory or build tuples: no kernel of their own.
-VIEWS = frozenset({"bitcast", "tuple", "get-tuple-element", "reshape", "after-all"})
+VIEW_LIKE = VIEWS | TUPLE_OPS | {"after-all"}
 # Data movement that reads only as much as it writes.
 SELECTIONS = frozenset({"slice", "dynamic-slice", "gather"})
 # Ops whose work a model cannot see from the shapes (bodies run a data-dependent number of
@@ -48,7 +49,7 @@ class RooflineModel(CostModel):
         m = self.machine
         if opcode == "parameter":
             return 0.0
-        if opcode in VIEWS or (opcode == "constant" and not shape.is_tuple and shape.rank == 0):
+        if opcode in VIEW_LIKE or (opcode == "constant" and not shape.is_tuple and shape.rank == 0):
             return m.view_ns
         written = self.shape_bytes(shape)
         if opcode == "constant":

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from hlo_opt import HloError, UnsupportedError, parse
-from hlo_opt.dtypes import dtype, from_numpy
+from hlo_opt.dtypes import accumulation_type, dtype, from_numpy
 from hlo_opt.interpreter import SUPPORTED_OPCODES, evaluate
 from hlo_opt.ir import Computation, Instruction, Module
 from hlo_opt.shape import array
@@ -512,6 +512,18 @@ def test_dot_int8_accumulates_in_result_type():
                "ROOT d = s32[1,1] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}",
                a, a.T.copy())
     assert out.tolist() == [[300 * 100 * 100]]
+
+
+@pytest.mark.parametrize("types, expected", [
+    (("s8", "s8", "s32"), "s32"), (("u8", "u8", "u16"), "u16"), (("u8", "s8", "s8"), "s8"),
+    (("s4", "s4", "s4"), "s8"), (("pred", "pred", "pred"), "pred"),
+    (("bf16", "bf16", "bf16"), "f32"), (("f32", "f32", "f64"), "f64"),
+    (("c64", "f32", "c64"), "c64"), (("c64", "f64", "c64"), "c128"),
+    (("s32", "f16", "s32"), "f32")])
+def test_dot_accumulation_type(types, expected):
+    """Dots and convolutions (interpreted and compiled alike) sum in this type: floats in f32
+    unless something is 64-bit, integers in the widest type, at least a byte."""
+    assert accumulation_type(*map(dtype, types)).name == expected
 
 
 def _dot_of_ones(operand: str, result: str, n: int, value) -> np.ndarray:

@@ -445,6 +445,19 @@ def test_every_opcode_takes_the_generic_attributes_and_its_own():
     assert attribute_rules("no-such-op") is None
 
 
+def test_opcode_properties_name_real_opcodes_of_the_right_kind():
+    """The op sets of hlo/ops.py that other stages read: a misspelt opcode would silently
+    never match, so each names opcodes of the table, reducers being binary elementwise ops."""
+    from hlo_opt import ops
+    sets = (ops.COMMUTATIVE, ops.ASSOCIATIVE, ops.HEROES, ops.NOT_KERNELS, ops.HOST_OPS,
+            ops.EXPENSIVE_ELEMENTWISE)
+    for names in sets:
+        assert names <= ops.OPS.keys()
+    assert {ops.OPS[op].category for op in ops.COMMUTATIVE | ops.ASSOCIATIVE} == {"binary"}
+    assert all(ops.is_elementwise(op) for op in ops.EXPENSIVE_ELEMENTWISE)
+    assert not ops.HEROES & ops.NOT_KERNELS
+
+
 @pytest.mark.parametrize("instruction, shape", [
     ("x = f32[] after-all()", "token[]"),
     ("x = f32[7] add-dependency(p, t)", "f32[2]"),

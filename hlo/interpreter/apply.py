@@ -14,7 +14,7 @@ from typing import Sequence
 import numpy as np
 
 from ..ir import Computation
-from ..ops import is_elementwise
+from ..ops import TUPLE_OPS, is_elementwise
 from .numerics import maximum, minimum, np_dtype
 
 # XLA opcodes whose numpy ufunc has exactly XLA's semantics for every type it accepts
@@ -23,7 +23,7 @@ UFUNCS = {"add": np.add, "multiply": np.multiply, "maximum": maximum,
           "minimum": minimum, "and": np.bitwise_and, "or": np.bitwise_or,
           "xor": np.bitwise_xor}
 
-_BATCHABLE_OTHER = {"parameter", "constant", "tuple", "get-tuple-element"}
+_BATCHABLE_OTHER = {"parameter", "constant"} | TUPLE_OPS
 
 # Data movement on scalars moves nothing: in a batched run these ops keep each element where
 # it is (bitcast between same-width scalars reinterprets each element's bits).

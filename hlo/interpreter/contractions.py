@@ -15,38 +15,24 @@ import math
 import numpy as np
 
 from ..attributes import Window
+from ..dot_dims import dot_dims
+from ..dtypes import accumulation_type, from_numpy
 from ..errors import UnsupportedError
 from .data_movement import pad_array
-from .numerics import convert, kind_of
-
-_KIND_RANK = {"pred": 0, "uint": 1, "int": 2, "float": 3, "complex": 4}
+from .numerics import convert
 
 
-def accumulation_type(*dtypes: np.dtype) -> np.dtype:
-    kinds = [kind_of(d) for d in dtypes]
-    top = max(kinds, key=_KIND_RANK.__getitem__)
-    wide = any(d in (np.float64, np.complex128) for d in dtypes)
-    if top == "complex":
-        return np.dtype(np.complex128 if wide else np.complex64)
-    if top == "float":
-        return np.dtype(np.float64 if wide else np.float32)
-    if top == "pred":
-        return np.dtype(np.bool_)
-    bits = max(d.itemsize for d in dtypes) * 8
-    signed = "int" in kinds
-    return np.dtype(f"{'i' if signed else 'u'}{bits // 8}")
+def _accumulation_type(inst, lhs: np.ndarray, rhs: np.ndarray) -> np.dtype:
+    return accumulation_type(from_numpy(lhs.dtype), from_numpy(rhs.dtype),
+                             inst.shape.dtype).numpy
 
 
 def dot(inst, args, ev):
     if len(args) != 2:
         raise UnsupportedError("dot with sparsity metadata operands is not supported")
     lhs, rhs = args
-    a = inst.attrs
-    lb, rb = list(a.get("lhs_batch_dims", ())), list(a.get("rhs_batch_dims", ()))
-    lc, rc = list(a.get("lhs_contracting_dims", ())), list(a.get("rhs_contracting_dims", ()))
-    lf = [d for d in range(lhs.ndim) if d not in lb and d not in lc]
-    rf = [d for d in range(rhs.ndim) if d not in rb and d not in rc]
-    acc = accumulation_type(lhs.dtype, rhs.dtype, inst.shape.dtype.numpy)
+    (lb, lc, lf), (rb, rc, rf) = dot_dims(inst.attrs, lhs.ndim, rhs.ndim)
+    acc = _accumulation_type(inst, lhs, rhs)
     batch = [lhs.shape[d] for d in lb]
     m, k = math.prod(lhs.shape[d] for d in lf), math.prod(lhs.shape[d] for d in lc)
     n = math.prod(rhs.shape[d] for d in rf)
@@ -82,7 +68,7 @@ def convolution(inst, args, ev):
     if window.rank != len(labels.lhs_spatial):
         window = Window.default(len(labels.lhs_spatial))
     fgc, bgc = a.get("feature_group_count", 1), a.get("batch_group_count", 1)
-    acc = accumulation_type(lhs.dtype, rhs.dtype, inst.shape.dtype.numpy)
+    acc = _accumulation_type(inst, lhs, rhs)
     x = np.transpose(lhs, [labels.lhs_batch, labels.lhs_feature, *labels.lhs_spatial]).astype(acc)
     w = np.transpose(rhs, [labels.rhs_output_feature, labels.rhs_input_feature,
                            *labels.rhs_spatial]).astype(acc)

@@ -30,7 +30,7 @@ _NARROW = {np.dtype(t.numpy) for t in DTYPES.values()
 # back on the cast to the result type).
 _WIDER = {**{dt: np.dtype(np.float32) for dt in _NARROW},
           **{np.dtype(t.numpy): np.dtype(np.int8 if t.kind == "int" else np.uint8)
-             for t in DTYPES.values() if t.kind in ("int", "uint") and t.bits < 8}}
+             for t in DTYPES.values() if t.is_integral and t.bits < 8}}
 
 
 def widen(x: np.ndarray) -> np.ndarray:
@@ -87,7 +87,7 @@ def convert(x: np.ndarray, to: DType) -> np.ndarray:
         return x != 0
     if src == np.bool_:
         return x.astype(np.uint8).astype(target)
-    if to.kind in ("int", "uint") and is_float(src):
+    if to.is_integral and is_float(src):
         info = int_info(target)
         wide = x.astype(np.float64)
         wide = np.where(np.isnan(wide), 0.0, np.trunc(wide))
