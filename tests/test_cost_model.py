@@ -110,3 +110,26 @@ def test_measured_weights_order_ops_at_equal_traffic():
         root = parse(_elementwise(1 << 16, f"  ROOT r = f32[65536] {op}(x, x)")).entry.root
         return model.node_cost(op, root.shape, root.attrs, [o.shape for o in root.operands])
     assert cost("atan2") > cost("divide") > cost("multiply")
+
+
+def test_calibration_derives_model_constants_from_measurements():
+    """Rates become per-ns constants, op times weights relative to an add; threaded rates
+    measured below one core's (other processes held the cores) fall back to one core's."""
+    from hlo_opt.tools.calibrate_cpu import ELEMENTWISE, model_constants
+    measured = {f"elementwise {op}": {"value": 0.01, "relative_to_add": 1.0}
+                for op in ELEMENTWISE}
+    measured["elementwise exponential"] = {"value": 0.3, "relative_to_add": 30.0}
+    rates = {"kernel overhead": 5.0, "while overhead": 20.0, "overlap": 0.5,
+             "bandwidth L2": 100.0, "bandwidth 64MiB 1 thread": 16.0,
+             "bandwidth 64MiB threaded": 12.0, "reduce": 25.0,
+             "elementwise exponential 1 thread": 4.0, "elementwise exponential threaded": 7.0,
+             "gemm 512 1 thread": 180.0, "gemm 1024 threaded": 150.0,
+             "convolution 1 thread": 90.0}
+    measured.update({name: {"value": v} for name, v in rates.items()})
+    c = model_constants(measured)
+    assert c["vector_flops_per_ns"] == pytest.approx(100.0)
+    assert c["parallel_vector_flops_per_ns"] == pytest.approx(175.0)
+    assert c["parallel_bytes_per_ns"] == 16.0 and c["parallel_matrix_flops_per_ns"] == 180.0
+    assert c["op_weights"]["exponential"] == 30.0 and c["op_weights"]["convolution"] == 2.0
+    assert c["op_weights"]["reduce"] == 1.0          # 25 elements/ns is L2 traffic alone
+    assert "s32 divide" not in c["op_weights"]

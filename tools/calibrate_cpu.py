@@ -35,6 +35,8 @@ import time
 
 import numpy as np
 
+from ..targets.work import OP_WEIGHT
+
 DEFAULT_OUT = (pathlib.Path(__file__).resolve().parent.parent / "targets" / "calibration"
                / "cpu.json")
 
@@ -335,11 +337,15 @@ def model_constants(m: dict) -> dict:
     # Per element reduced, what the L2 traffic (4 bytes) does not explain: the reduction's
     # own arithmetic, at least an add.
     reduce_compute = 1 / value("reduce") - 4 / value("bandwidth L2")
+    # The ops the work model weighs (by opcode: the integer and convert figures, for types
+    # it does not tell apart, stay in the record only).
     weights = {name: m[f"elementwise {name}"]["relative_to_add"]
-               for name in ELEMENTWISE if name in _WEIGHED}
+               for name in ELEMENTWISE if name in OP_WEIGHT}
     # A threaded kernel is never slower than on one core (the lowering would not split it
     # on a machine where it were; measured so, other processes held the cores).
     return {
+        # A difference of two timings: on a loaded machine it can come out near zero; 1 ns
+        # keeps a kernel dearer than a view (view_ns).
         "kernel_overhead_ns": round(max(value("kernel overhead"), 1.0), 1),
         "bytes_per_ns": value("bandwidth L2"),
         "cache_bytes": _l2_bytes(),
@@ -359,13 +365,6 @@ def model_constants(m: dict) -> dict:
                        "convolution": round(value("gemm 512 1 thread")
                                             / value("convolution 1 thread"), 2)},
     }
-
-
-# Ops the work model prices above an add (targets/work.py); the rest are measured for the
-# record (integer ops and converts cost about an add).
-_WEIGHED = ("divide", "remainder", "sqrt", "rsqrt", "cbrt", "exponential",
-            "exponential-minus-one", "log", "log-plus-one", "logistic", "tanh", "sine",
-            "cosine", "tan", "atan2", "erf", "power")
 
 
 def _l2_bytes() -> int:
