@@ -20,6 +20,9 @@ GPU = Machine(
     bytes_per_ns=3350.0,             # HBM3, 3.35 TB/s
     vector_flops_per_ns=67000.0,     # FP32 CUDA cores, 67 TFLOP/s
     matrix_flops_per_ns=495000.0,    # TF32 tensor cores, dense
+    view_ns=1.0,                     # not a time: keeps node_cost positive (fewer ops win)
+    opaque_ns=300.0,                 # not measured: a short extra launch for control flow
+    overlap=0.9,                     # not measured: warps in flight hide most of the shorter
 )
 UNCOALESCED_FACTOR = 8.0             # 32-byte sector per 4-byte element
 

@@ -11,8 +11,11 @@ from typing import Mapping, Sequence
 from ..ops import OPS, is_elementwise
 from ..shape import AnyShape
 
-# Flops per element for elementwise ops dearer than an add: polynomial approximations and
-# divisions (counts of the vector instructions they take, rounded).
+# Flops per element for elementwise ops dearer than an add, on targets without a measured
+# table of their own (the CPU's comes from tools/calibrate_cpu.py): how many vector
+# instructions the polynomial approximations and divisions take, rounded. Keys may also
+# name a reduction (flops per element reduced) or dot/convolution (a multiplier on their
+# matrix flops).
 OP_WEIGHT: Mapping[str, float] = {
     **dict.fromkeys(("divide", "remainder", "sqrt", "rsqrt", "cbrt"), 4.0),
     **dict.fromkeys(("exponential", "exponential-minus-one", "log", "log-plus-one",
@@ -28,26 +31,29 @@ def elements(shape: AnyShape) -> int:
 
 
 def flops(opcode: str, shape: AnyShape, attrs: Mapping[str, object],
-          operand_shapes: Sequence[AnyShape]) -> tuple[float, float]:
+          operand_shapes: Sequence[AnyShape],
+          weights: Mapping[str, float] = OP_WEIGHT) -> tuple[float, float]:
     """(vector flops, matrix flops): elementwise-style work, and dot/convolution work that
-    runs on matrix units (FMA-blocked GEMM on CPUs, tensor cores, the TPU's MXU)."""
+    runs on matrix units (FMA-blocked GEMM on CPUs, tensor cores, the TPU's MXU), each
+    scaled by the op's weight (1 unless `weights` names it)."""
     out = elements(shape)
+    weight = weights.get(opcode, 1.0)
     if is_elementwise(opcode):
-        return out * OP_WEIGHT.get(opcode, 1.0), 0.0
+        return out * weight, 0.0
     if opcode == "dot":
         lhs = operand_shapes[0]
         k = math.prod(lhs.dims[d] for d in attrs.get("lhs_contracting_dims", ()))
-        return 0.0, 2.0 * out * k
+        return 0.0, 2.0 * out * k * weight
     if opcode == "convolution":
         window, labels = attrs.get("window"), attrs.get("dim_labels")
         taps = math.prod(window.size) if window is not None else 1
         features = operand_shapes[0].dims[labels.lhs_feature] if labels is not None else 1
         groups = attrs.get("feature_group_count", 1)
-        return 0.0, 2.0 * out * taps * features / groups
+        return 0.0, 2.0 * out * taps * features / groups * weight
     if opcode == "reduce-window":
         window = attrs.get("window")
-        return out * (math.prod(window.size) if window is not None else 1), 0.0
+        return out * (math.prod(window.size) if window is not None else 1) * weight, 0.0
     info = OPS.get(opcode)
     if info is not None and info.category == "reduction":
-        return float(sum(elements(s) for s in operand_shapes if not s.is_tuple)), 0.0
+        return weight * sum(elements(s) for s in operand_shapes if not s.is_tuple), 0.0
     return 0.0, 0.0
