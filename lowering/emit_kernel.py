@@ -34,7 +34,7 @@ from .elemental import Elemental, Source
 from .emit_loops import Index, delinearize, for_range, row_split
 from .fingerprint import fingerprint
 from .intrinsics import declare, restore_fp_mode, set_flush_denormals
-from .ltypes import I32, I64, PTR, VOID, store
+from .ltypes import I32, I64, PTR, VOID, array_bytes, store
 
 ALIGN = 64
 CHUNKS_PER_THREAD = 8
@@ -112,7 +112,7 @@ def emit_kernel(comp: Computation, name: str, key: str = "") -> KernelCode:
                  if i.opcode == "constant" and not kernels.is_scalar_constant(i)]
     direct = {id(g.root) for g in groups if id(g.root) in first}
     temp_roots = [g.root for g in groups if id(g.root) not in direct]
-    temp_sizes = [_padded(s.byte_size) for t in temp_roots for s in _leaves(t)]
+    temp_sizes = [_padded(array_bytes(s)) for t in temp_roots for s in _leaves(t)]
     copies = [(o, off) for o, off in zip(outputs, offsets)
               if id(o) not in direct or first[id(o)] != off]
     stored = {id(x) for x in params + constants} | {id(g.root) for g in groups}

@@ -70,6 +70,13 @@ def supported(name: str) -> bool:
     return name in ELEM_TYPES
 
 
+def array_bytes(shape) -> int:
+    """Bytes an array takes in the runtime's buffers: numpy's layout, which kernels, the
+    interpreter fallback and callers' arrays share. Sub-byte types (s4, u2, ...) take one
+    byte per element there, where `Shape.byte_size` counts them packed as XLA does."""
+    return shape.num_elements * shape.dtype.numpy.itemsize
+
+
 def component(et: ElemType) -> ElemType:
     """The real type of a complex type's parts (c64 -> f32); other types map to themselves."""
     part = COMPLEX_PART.get(et.name)

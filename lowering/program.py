@@ -20,6 +20,7 @@ from ..shape import default_layout
 from ..targets import cpu_facts
 from . import fallback, kernels
 from .emit_kernel import ALIGN, KernelCode
+from .ltypes import array_bytes
 
 
 class Buffer:
@@ -193,7 +194,7 @@ class ProgramBuilder:
             return tuple(self._new(program, s, label) for s in shape.elements)
         if shape.dtype.numpy is None:
             return None
-        buf = Buffer(shape.byte_size, "temp", label=label)
+        buf = Buffer(array_bytes(shape), "temp", label=label)
         program.temps.append(buf)
         return buf
 

@@ -33,6 +33,7 @@ from . import buffers, fallback, jit
 from .driver import Driver
 from .emit_kernel import KernelCode, emit_kernel
 from .fingerprint import fingerprint
+from .ltypes import array_bytes
 from .program import Buffer, Conditional, Copy, KernelStep, Program, ProgramBuilder, While, leaves
 
 
@@ -157,7 +158,7 @@ def _param_value(shape, k: int):
         return tuple(parts), k
     if shape.dtype.numpy is None:
         return None, k
-    return Buffer(shape.byte_size, "param", k, f"param{k}"), k + 1
+    return Buffer(array_bytes(shape), "param", k, f"param{k}"), k + 1
 
 
 def _bind_outputs(program: Program, results: list[Buffer]) -> None:

@@ -116,3 +116,49 @@ def test_nan_payloads_of_ml_dtypes_floats_have_texts():
     nan = scalar_from_text("nan(0x3)", "bf16")
     assert np.isnan(nan.astype(np.float32))
     assert canonical_scalar_text(nan, "bf16") == "nan(0x3)"
+
+
+# A u4 value handed from one kernel to the next (the interpreter runs the sub-byte kernels).
+# Its buffer once had its packed size (half a byte per element) while every writer stores
+# numpy's one byte per element: the heap was corrupted, found by glibc's checks at exit.
+SUBBYTE_BETWEEN_KERNELS = """HloModule m
+to_u4 {
+  p = f32[8,128] parameter(0)
+  ROOT c = u4[8,128] convert(p)
+}
+from_u4 {
+  p = u4[8,128] parameter(0)
+  q = f32[8] parameter(1)
+  d = f32[8,128] convert(p)
+  b = f32[8,128] broadcast(q), dimensions={0}
+  ROOT m = f32[8,128] multiply(d, b)
+}
+ENTRY e {
+  x = f32[8,128] parameter(0)
+  y = f32[8] parameter(1)
+  u = u4[8,128] fusion(x), kind=kLoop, calls=to_u4
+  ROOT r = f32[8,128] fusion(u, y), kind=kLoop, calls=from_u4
+}
+"""
+
+_RUN_MANY_TIMES = f"""
+import warnings, numpy as np, hlo_opt
+warnings.simplefilter("ignore")
+m = hlo_opt.parse({SUBBYTE_BETWEEN_KERNELS!r})
+x = np.random.default_rng(0).uniform(-20, 20, (8, 128)).astype(np.float32)
+y = np.arange(8, dtype=np.float32)
+run = hlo_opt.compile(m)
+for _ in range(50):
+    out = run(x, y)
+assert np.array_equal(out[0], hlo_opt.evaluate(m, [x, y])[0])
+"""
+
+
+def test_sub_byte_values_between_kernels_fit_their_buffers():
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, MALLOC_CHECK_="3", MALLOC_PERTURB_="165")
+    run = subprocess.run([sys.executable, "-c", _RUN_MANY_TIMES], env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
