@@ -19,6 +19,7 @@ from llvmlite import ir
 
 from ..dtypes import DTYPES
 from ..errors import UnsupportedError
+from ..ir import post_order
 from ..shape import default_layout
 from . import emit_elementwise, ltypes
 from .convert import bitcast_convert, convert
@@ -53,6 +54,10 @@ class Elemental:
         for scope in reversed(self._cache):
             if key in scope:
                 return scope[key][0]
+        if self._inline_elementwise(inst):
+            chain = post_order([inst], lambda i: self._pending_operands(i, index), id)
+            for producer in chain[:-1]:          # deepest first: no recursion per link
+                self.value(producer, index)
         if id(inst) in self.bindings:
             v = self.bindings[id(inst)]
         elif id(inst) in self.sources:
@@ -66,6 +71,23 @@ class Elemental:
             v = emit(self, inst, index)
         self._cache[-1][key] = (v, index)        # the index keeps the key's ids alive
         return v
+
+    def _inline_elementwise(self, inst) -> bool:
+        """Computed here from its operands at the same index."""
+        return (id(inst) not in self.bindings and id(inst) not in self.sources
+                and inst.opcode not in GENERATORS
+                and emit_elementwise.is_elementwise_op(inst.opcode))
+
+    def _pending_operands(self, inst, index: Index) -> list:
+        """The operands of an inline elementwise `inst` that are themselves inline
+        elementwise at `index` and not computed yet: a long elementwise chain is emitted
+        from its far end, so the generator never recurses once per link."""
+        if not self._inline_elementwise(inst):
+            return []
+        key = index.key()
+        return [op for op in inst.operands
+                if op.shape.rank == len(index.dims) and self._inline_elementwise(op)
+                and not any((id(op), key) in scope for scope in self._cache)]
 
     def operand(self, inst, i: int, index: Index):
         """Operand i at the same index (a rank-0 operand, e.g. select's scalar predicate or

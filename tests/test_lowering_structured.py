@@ -406,3 +406,15 @@ def test_large_kernels_split_across_threads_give_the_same_answer():
     exe = hlo_opt.compile(text)
     assert any(k.parallel(2, cpu_facts.PARALLEL_MIN_WORK) for k in exe.kernels.values())
     check(text, rel=1e-5)
+
+
+def test_a_long_elementwise_chain_compiles_without_recursing_per_link():
+    """3,000 dependent elementwise ops in one kernel (deeper than Python's recursion limit)."""
+    lines = ["a0 = f32[64] parameter(0)", "y = f32[64] parameter(1)"]
+    for i in range(1, 3001):
+        op = "negate(a{0})" if i % 3 == 0 else ("add", "multiply", "maximum")[i % 3 - 1] + "(a{0}, y)"
+        lines.append(f"a{i} = f32[64] " + op.format(i - 1))
+    module = hlo_opt.parse("HloModule m\nENTRY e {\n" + "\n".join(lines) + "\n}\n")
+    x = np.linspace(-1, 1, 64, dtype=np.float32)
+    np.testing.assert_array_equal(hlo_opt.compile(module)(x, x * 0.5)[0],
+                                  hlo_opt.evaluate(module, [x, x * 0.5])[0])
