@@ -21,7 +21,7 @@ from ..errors import HloError
 from ..grammar.rules_parser import Call, Comparison, Fuse, Limit, Name, Number, RuleFile
 from ..ir import Instruction
 from ..ops import HEROES, OPS, is_elementwise
-from .rule_functions import COMPARISONS, FUNCTIONS, NoValue
+from ..egraph.rule_functions import COMPARISONS, FUNCTIONS, NoValue
 
 
 def _in_class(cls: str) -> Callable[[str], bool]:

@@ -1,6 +1,6 @@
 """Fusion: which instructions of an extracted computation run together as one kernel.
 
-What *may* fuse comes from the rule set's `fuse`/`limit` declarations (fusion_rules.py);
+What *may* fuse comes from the rule set's `fuse`/`limit` declarations (policy.py);
 what *does* is the target cost model's choice. Starting from one kernel per instruction, the
 merge that saves the most estimated time is applied, then the next, while any saves time:
 
@@ -33,7 +33,7 @@ from typing import Callable, Iterable, NamedTuple
 from ..ir import Computation, Instruction
 from ..ops import NOT_KERNELS, SIBLING_HEROES, VIEWS
 from ..targets import CostModel, KernelView, Work
-from .fusion_rules import FusionPolicy, KernelSize, loop_nest
+from .policy import FusionPolicy, KernelSize, loop_nest
 
 SIBLING_MIN_BYTES = 1024        # sharing a smaller input is not worth a multi-output kernel
 SIBLING_NEIGHBOURS = 4          # readers of one input tried as siblings, nearest first
@@ -55,7 +55,7 @@ class Kernel:
     work: Work                  # its members', as the cost model adds them up
     read: float                 # bytes of its inputs
     written: float              # bytes of its outputs
-    nests: frozenset            # loop nests of its heroes (fusion_rules.loop_nest)
+    nests: frozenset            # loop nests of its heroes (policy.loop_nest)
     hero: int                   # its first reduction or contraction, -1 if none
     last: int                   # its last member
     cost: float | None = None   # its estimated time, once asked
