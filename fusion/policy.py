@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import Callable, Iterable, NamedTuple
 
+from ..egraph.rule_functions import COMPARISONS, FUNCTIONS, NoValue
 from ..errors import HloError
 from ..grammar.rules_parser import Call, Comparison, Fuse, Limit, Name, Number
 from ..ir import Instruction
 from ..ops import HEROES, OPS, is_elementwise
-from ..egraph.rule_functions import COMPARISONS, FUNCTIONS, NoValue
 
 
 def _in_class(cls: str) -> Callable[[str], bool]:
