@@ -16,6 +16,8 @@ from importlib import resources
 import numpy as np
 
 from .. import verifier
+from ..fusion.outline import fuse_module
+from ..fusion.policy import FusionPolicy
 from ..ir import Computation, Module, post_order
 from ..kernels import executed_computations, kernel_report
 from ..targets import cost_model
@@ -25,9 +27,7 @@ from .decode import decode
 from .encode import Encoding, Part
 from .extract import extract
 from .frozen import FrozenTerms
-from .fusion_rules import FusionPolicy
 from .ingest import load
-from .outline import fuse_module
 from .rules import compile_rules, load_rule_set, rule_files
 from .run import Limits, RunReport, prepared, saturate
 

@@ -25,9 +25,9 @@ import tempfile
 from importlib import resources
 
 from ..errors import HloError
+from ..fusion.policy import FusionPolicy
 from ..grammar.rules_parser import (MODES, Fuse, Limit, RawEgglog, Rule, RuleFile,
                                     check_unique_names, load_rules)
-from .fusion_rules import FusionPolicy
 from .host_calls import RULESET as HOST_RULESET, declarations as host_declarations
 from .rule_analysis import analyze_fold, analyze_rule
 from .rule_emit import CLASS_DECLARATIONS, SPLAT_DECLARATIONS, emit_rule, rule_command
@@ -85,7 +85,7 @@ class CompiledRules:
     skipped: tuple[Rule, ...]                # rules whose mode is beyond fp_mode
     origins: dict[str, object]               # command -> Rule or RawEgglog, for errors
     host: tuple[str, ...]                    # the host functions the rules call
-    fuses: tuple[Fuse, ...] = ()             # fusion legality (fusion_rules.py reads them)
+    fuses: tuple[Fuse, ...] = ()             # fusion legality (fusion/policy.py reads them)
     limits: tuple[Limit, ...] = ()
 
     def commands(self) -> list[str]:

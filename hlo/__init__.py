@@ -62,6 +62,6 @@ def optimize(module: Module | str, rules="default", fp_mode: str = "xla", target
     """The module rewritten by the rule set, extracted at least cost for `target` and fused
     where the rules allow and the target's model gains; with `stats`, (module, report).
     The input is verified first unless `verify` is False. See egraph/pipeline.py."""
-    from .egraph import optimize as _optimize
+    from .egraph.pipeline import optimize as _optimize
     return _optimize(_module(module), rules, fp_mode, target, time_limit, node_limit,
                      iteration_limit, stats, fusion, verify)

@@ -13,8 +13,8 @@ import pytest
 
 import hlo_opt
 from hlo_opt import xla_oracle
-from hlo_opt.egraph.fusion import Partition
-from hlo_opt.egraph.fusion_rules import FusionPolicy
+from hlo_opt.fusion.partition import Partition
+from hlo_opt.fusion.policy import FusionPolicy
 from hlo_opt.errors import UnsupportedError
 from hlo_opt.kernels import kernel_report
 from hlo_opt.targets import cost_model

@@ -29,7 +29,7 @@ def measure(path: pathlib.Path, rules: list[str], repeat: int, target: str) -> d
     """One fixture, in this process (the parent runs each in a fresh one)."""
     start_rss = _rss_mb()
     import hlo_opt
-    from hlo_opt.egraph import optimize
+    from hlo_opt.egraph.pipeline import optimize
     from hlo_opt.kernels import kernel_report
     text = path.read_text()
     runs = []

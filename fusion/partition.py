@@ -1,6 +1,6 @@
 """Fusion: which instructions of an extracted computation run together as one kernel.
 
-What *may* fuse comes from the rule set's `fuse`/`limit` declarations (fusion_rules.py);
+What *may* fuse comes from the rule set's `fuse`/`limit` declarations (policy.py);
 what *does* is the target cost model's choice. Starting from one kernel per instruction, the
 merge that saves the most estimated time is applied, then the next, while any saves time:
 
@@ -12,10 +12,10 @@ merge that saves the most estimated time is applied, then the next, while any sa
 
 A merge that would let a kernel depend on itself through other kernels is refused, so the
 kernel graph stays acyclic. The check is exact and searches little: kernels are kept in a
-topological order (Pearce and Kelly's dynamic topological sort), so merging two kernels can
-only close a cycle through kernels ordered between them, and when it closes none, only those
-are re-ordered. A `dup` never closes one: every reader of the producer takes a copy, and
-keeps its place. Scalar constants are copied into every kernel that uses them.
+topological order (topo_order.py), so merging two kernels can only close a cycle through
+kernels ordered between them, and when it closes none, only those are re-ordered. A `dup`
+never closes one: every reader of the producer takes a copy, and keeps its place. Scalar
+constants are copied into every kernel that uses them.
 
 A kernel carries what pricing a merge needs: its members' summed work, the values it reads
 and writes with their bytes, its loop nests. Merges grow the larger kernel in place, so
@@ -28,12 +28,13 @@ from __future__ import annotations
 import heapq
 import itertools
 from dataclasses import dataclass
-from typing import Callable, Iterable, NamedTuple
+from typing import Callable, Iterable, NamedTuple, Sequence
 
 from ..ir import Computation, Instruction
 from ..ops import NOT_KERNELS, SIBLING_HEROES, VIEWS
 from ..targets import CostModel, KernelView, Work
-from .fusion_rules import FusionPolicy, KernelSize, loop_nest
+from .policy import FusionPolicy, KernelSize, loop_nest
+from .topo_order import merge_moves, reorder
 
 SIBLING_MIN_BYTES = 1024        # sharing a smaller input is not worth a multi-output kernel
 SIBLING_NEIGHBOURS = 4          # readers of one input tried as siblings, nearest first
@@ -55,7 +56,7 @@ class Kernel:
     work: Work                  # its members', as the cost model adds them up
     read: float                 # bytes of its inputs
     written: float              # bytes of its outputs
-    nests: frozenset            # loop nests of its heroes (fusion_rules.loop_nest)
+    nests: frozenset            # loop nests of its heroes (policy.loop_nest)
     hero: int                   # its first reduction or contraction, -1 if none
     last: int                   # its last member
     cost: float | None = None   # its estimated time, once asked
@@ -67,6 +68,39 @@ class Union(NamedTuple):
     heroes: int                 # distinct loop nests of its heroes
     fan_in: int                 # values it reads
     read: float                 # their bytes
+
+
+class MergeQueue:
+    """Candidate merges, the most profitable first. A candidate is (kind, kernels), queued by
+    (kind, their ids): it is priced when offered and again when it comes up, since merges in
+    between may have changed its kernels' neighbours."""
+
+    def __init__(self, gain: Callable[[str, tuple], float | None]):
+        self.gain = gain
+        self.heap: list = []
+        self.queued: set[tuple] = set()
+        self.seq = itertools.count()
+
+    def offer(self, candidates: Iterable[tuple[str, tuple]], priced: set[tuple]) -> None:
+        """Queue the profitable ones; skip those queued (re-priced when they come up) and
+        those in `priced` (priced since the last merge), and add those priced now to it."""
+        for kind, ks in candidates:
+            key = (kind, tuple([k.id for k in ks]))
+            if key in self.queued or key in priced:
+                continue
+            priced.add(key)
+            gain = self.gain(kind, ks)
+            if gain is not None and gain > 0:
+                self.queued.add(key)
+                heapq.heappush(self.heap, (-gain, next(self.seq), key))
+
+    def pop(self) -> tuple | None:
+        """The best candidate's key (kind, kernel ids), None when none is left."""
+        if not self.heap:
+            return None
+        key = heapq.heappop(self.heap)[2]
+        self.queued.discard(key)
+        return key
 
 
 class Partition:
@@ -160,29 +194,22 @@ class Partition:
     def _placement(self, a: Kernel, b: Kernel) -> tuple[set[Kernel], set[Kernel]] | None:
         """None if the kernel merging a and b would depend on itself. Else the kernels to
         re-order around it, the merged kernel taking the earlier place of the two: those
-        that must come before it, and those after it that must move with it.
-
-        Pearce-Kelly: the order stays topological but for edges into the merged kernel from
-        kernels placed after it; only kernels reachable from it and ordered before the last
-        of those can close a cycle, and only those and the kernels reaching such edges (and
-        ordered after the merged kernel) move."""
-        pair = (a, b)
-        lo = min(a.order, b.order)
+        that must come before it, and those after it that must move with it
+        (topo_order.merge_moves)."""
         preds = self._preds((a.inputs - b.inside) | (b.inputs - a.inside))
         if a in preds or b in preds:                    # through a non-kernel: a self-loop
             return None
+        lo = min(a.order, b.order)
         late = {p for p in preds if p.order > lo}
-        if not late:
+        if not late:                                    # the order holds as it is
             return set(), set()
-        bound = max(p.order for p in late)
-        outputs = (m for k in pair for m in k.outputs if self._read_outside(m, a, b))
-        succs = {s for s in self._succs(outputs) if s not in pair}
-        after = _closure(succs, lambda k: self._succs(k.outputs), lambda k: k.order < bound,
-                         stop=late)
-        if after is None:
-            return None
-        before = _closure(late, lambda k: self._preds(k.inputs), lambda k: k.order > lo)
-        return before, after
+        return merge_moves(lo, late, self._merged_succs(a, b),
+                           lambda k: self._succs(k.outputs), lambda k: self._preds(k.inputs))
+
+    def _merged_succs(self, a: Kernel, b: Kernel) -> set[Kernel]:
+        """The kernels the kernel merging a and b would feed."""
+        outputs = (m for k in (a, b) for m in k.outputs if self._read_outside(m, a, b))
+        return {s for s in self._succs(outputs) if s not in (a, b)}
 
     # --- what a merge would make -------------------------------------------------------------
     def _read_outside(self, m: int, a: Kernel, b: Kernel) -> bool:
@@ -379,40 +406,22 @@ class Partition:
     # --- the greedy loop -----------------------------------------------------------------
     def run(self) -> list[list[Instruction]]:
         """Apply profitable merges, best first; returns the kernels' instruction lists."""
-        heap: list = []
-        queued: set[tuple] = set()
-        seq = itertools.count()
-
-        def push(candidates, priced: set[tuple]):
-            """Queue the profitable ones; skip those queued (re-priced when they come up)
-            and those priced since the last merge."""
-            for kind, ks in candidates:
-                key = (kind, tuple([k.id for k in ks]))
-                if key in queued or key in priced:
-                    continue
-                priced.add(key)
-                gain = self._gain(kind, ks)
-                if gain is not None and gain > 0:
-                    queued.add(key)
-                    heapq.heappush(heap, (-gain, next(seq), key))
-
+        queue = MergeQueue(self._gain)
         priced: set[tuple] = set()
         for k in list(self.kernels.values()):
-            push(self._candidates(k), priced)
-        while heap:
-            _, _, key = heapq.heappop(heap)
-            queued.discard(key)
+            queue.offer(self._candidates(k), priced)
+        while (key := queue.pop()) is not None:
             kind, ids = key
             ks = tuple([self.kernels.get(i) for i in ids])
             if None in ks:
                 continue                        # a kernel merged since: its candidates are stale
-            gain = self._gain(kind, ks)
+            gain = self._gain(kind, ks)         # the kernels' neighbours may have changed
             if gain is None or gain <= 0:
                 continue
             priced = set()
             for k in self.merge(kind, ks):
-                push(self._candidates(k), priced)
-                push(self._into(k), priced)
+                queue.offer(self._candidates(k), priced)
+                queue.offer(self._into(k), priced)
         return [[self.insts[m] for m in sorted(k.inside)] for k in self.kernels.values()]
 
     def final_views(self) -> list[KernelView]:
@@ -427,35 +436,39 @@ class Partition:
         return views
 
     # --- applying a merge ----------------------------------------------------------------
-    def merge(self, kind: str, ks: list[Kernel]) -> list[Kernel]:
+    def merge(self, kind: str, ks: Sequence[Kernel]) -> Sequence[Kernel]:
         """Apply a merge (`dup`: a producer and all its readers; `multi`, `siblings`: two
         kernels) unless it would make the kernel graph cyclic; returns the kernels made,
         none if refused."""
         if kind == "dup":
-            p, consumers = ks[0], ks[1:]
-            del self.kernels[p.id]
-            unread: set[int] = set(p.inputs)
-            for c in consumers:
-                del self.kernels[c.id]
-                unread |= self._absorb(c, p)
-                self._renew(c)
-            self._retire(p)
-            self._forget_unread(unread)
-            return consumers
-        a, b = ks
+            return self._duplicate(ks[0], ks[1:])
+        return self._merge_pair(*ks)
+
+    def _duplicate(self, p: Kernel, consumers: Sequence[Kernel]) -> Sequence[Kernel]:
+        """Each consumer takes a copy of producer p, which goes away."""
+        del self.kernels[p.id]
+        unread: set[int] = set(p.inputs)
+        for c in consumers:
+            del self.kernels[c.id]
+            unread |= self._absorb(c, p)
+            self._renew(c)
+        self._retire(p)
+        self._forget_unread(unread)
+        return consumers
+
+    def _merge_pair(self, a: Kernel, b: Kernel) -> list[Kernel]:
+        """The larger of a and b takes the other's members, unless that makes a cycle."""
         moves = self._placement(a, b)
         if moves is None:
             return []
-        slots = sorted([min(a.order, b.order)] + [k.order for k in moves[0] | moves[1]])
+        lo = min(a.order, b.order)
         big, small = _by_size(a, b)
         del self.kernels[a.id], self.kernels[b.id]
         unread = self._absorb(big, small) | small.inputs
         self._retire(small)
         self._forget_unread(unread)
         self._renew(big)
-        before, after = (sorted(s, key=_by_order) for s in moves)
-        for k, slot in zip(before + [big] + after, slots):
-            k.order = slot
+        reorder(lo, big, moves)
         return [big]
 
     def _absorb(self, k: Kernel, other: Kernel) -> set[int]:
@@ -522,25 +535,6 @@ class Partition:
                         k.cost = None
 
 
-def _closure(start: set[Kernel], step: Callable[[Kernel], set[Kernel]],
-             within: Callable[[Kernel], bool], stop: set[Kernel] = frozenset()
-             ) -> set[Kernel] | None:
-    """Kernels reachable from `start` by `step` while `within` holds; None if one in
-    `stop` is reached."""
-    if not stop.isdisjoint(start):
-        return None
-    seen = {k for k in start if within(k)}
-    stack = list(seen)
-    while stack:
-        for n in step(stack.pop()):
-            if n in stop:
-                return None
-            if n not in seen and within(n):
-                seen.add(n)
-                stack.append(n)
-    return seen
-
-
 def _nearest(n: int, kernels: Iterable[Kernel], k: Kernel) -> list[Kernel]:
     """The n kernels ending nearest to where k ends."""
     return heapq.nsmallest(n, kernels, key=lambda r: (abs(r.last - k.last), r.id))
@@ -558,10 +552,6 @@ def _by_size(a: Kernel, b: Kernel) -> tuple[Kernel, Kernel]:
 
 def _by_id(k: Kernel) -> int:
     return k.id
-
-
-def _by_order(k: Kernel) -> int:
-    return k.order
 
 
 def _kernelizable(inst: Instruction) -> bool:

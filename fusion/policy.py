@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import Callable, Iterable, NamedTuple
 
+from ..egraph.rule_functions import COMPARISONS, FUNCTIONS, NoValue
 from ..errors import HloError
-from ..grammar.rules_parser import Call, Comparison, Fuse, Limit, Name, Number, RuleFile
+from ..grammar.rules_parser import Call, Comparison, Fuse, Limit, Name, Number
 from ..ir import Instruction
 from ..ops import HEROES, OPS, is_elementwise
-from .rule_functions import COMPARISONS, FUNCTIONS, NoValue
 
 
 def _in_class(cls: str) -> Callable[[str], bool]:
@@ -127,10 +127,6 @@ class FusionPolicy:
             return all(_value(g, env, self.target) for g in decl.guards)
         except NoValue:
             return False
-
-
-def policy_for(rule_file: RuleFile, target: str) -> FusionPolicy:
-    return FusionPolicy(rule_file.fuses, rule_file.limits, target)
 
 
 def _ops_test(names: tuple[str, ...], decl) -> Callable[[str], bool]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from ..ir import Computation, Instruction, Module, post_order
 from ..ops import CONTRACTION_HEROES, REDUCTION_HEROES, SIBLING_HEROES
 from ..shape import TupleShape
-from .fusion import Partition, _free
+from .partition import Partition, _free
 
 
 def kernel_kind(members: list[Instruction]) -> str:
