@@ -2,6 +2,7 @@
 to stdout or atomically to -o; bad input stays one line with exit code 2."""
 from __future__ import annotations
 
+import os
 import re
 
 import pytest
@@ -36,6 +37,9 @@ def test_emit_asm_writes_the_output_file_atomically(tmp_path, capsys):
     assert "driver_" in asm and re.search(r"^\s+retq?$", asm, re.M)
     assert re.search(r"^\s+v(fmadd|mulps|movups)", asm, re.M)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.hlo", "out.s"]
+    umask = os.umask(0)
+    os.umask(umask)
+    assert target.stat().st_mode & 0o777 == 0o666 & ~umask     # as open() would make it
 
 
 @pytest.mark.parametrize("emit", ["llvm", "asm"])

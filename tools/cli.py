@@ -38,20 +38,31 @@ def read_text(path: str) -> str:
 
 
 def write_text(path: str | None, text: str) -> None:
-    """Write to stdout (None or `-`) or atomically to a file: a temporary file in the same
-    folder renamed over the target, so a failure never leaves half a file behind."""
+    """Write to stdout (None or `-`) or atomically to a file (write_atomically)."""
     if path in (None, "-"):
         sys.stdout.write(text)
         return
+    write_atomically(path, text.encode("utf-8"))
+
+
+def write_atomically(path: str, data: bytes) -> None:
+    """A temporary file in the same folder renamed over the target, so a failure never
+    leaves half a file behind; it gets the permissions a plain open() would give."""
     folder = os.path.dirname(os.path.abspath(path))
     try:
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=".hlo-opt-", suffix=".tmp")
     except OSError as e:
         raise HloError(f"cannot write: {e.strerror}", path) from None
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
         os.replace(tmp, path)
+    except OSError as e:
+        os.unlink(tmp)
+        raise HloError(f"cannot write: {e.strerror}", path) from None
     except BaseException:
         os.unlink(tmp)
         raise

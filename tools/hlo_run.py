@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import argparse
 import io
-import os
 import statistics
 import sys
-import tempfile
 import time
 import warnings
 
@@ -25,7 +23,7 @@ import numpy as np
 from .. import evaluate
 from ..errors import HloError
 from ..memory import check_fits_in_memory
-from .cli import about, input_name, load_module, main_guard
+from .cli import about, input_name, load_module, main_guard, write_atomically
 
 TARGETS = ("cpu", "interp", "xla")
 
@@ -106,18 +104,7 @@ def save_outputs(path: str, outputs) -> None:
     """np.savez to a temporary file in the target folder, renamed over the target."""
     buf = io.BytesIO()
     np.savez(buf, **{f"out{i}": o for i, o in enumerate(outputs)})
-    folder = os.path.dirname(os.path.abspath(path))
-    try:
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".hlo-run-", suffix=".tmp")
-    except OSError as e:
-        raise HloError(f"cannot write: {e.strerror}", path) from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(buf.getvalue())
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    write_atomically(path, buf.getvalue())
 
 
 @main_guard("hlo-run")
