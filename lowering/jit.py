@@ -159,7 +159,7 @@ def compile_ir(text: str, names: list[str], level: int = 3) -> dict[str, int]:
 def compile_batch(items: list[tuple[str, list[str]]], level: int = 3) -> list[dict[str, int]]:
     """Compile many modules (text, exported names); their addresses, in order. Modules
     not in the cache are linked in chunks, optimized and turned into machine code (in
-    worker processes when there are several chunks: kernels are independent), then loaded
+    worker processes, which also keep LLVM's fatal errors out of this one), then loaded
     into the engine here."""
     with _lock:
         engine = _engine()
@@ -174,7 +174,7 @@ def compile_batch(items: list[tuple[str, list[str]]], level: int = 3) -> list[di
         texts = list(todo.values())
         chunks = [texts[i:i + _LINK] for i in range(0, len(texts), _LINK)]
         objects = None
-        pool = _pool() if len(chunks) >= 2 else None
+        pool = _pool() if chunks else None
         if pool is not None:
             try:
                 objects = pool.map(chunks, level)
@@ -207,7 +207,10 @@ _workers = None
 
 def _pool():
     """The process's compile workers (compile_worker.py), or None on one core or with
-    HLO_OPT_COMPILE_WORKERS=0 (then everything compiles in this process)."""
+    HLO_OPT_COMPILE_WORKERS=0 (then everything compiles in this process). Every compile
+    goes through them, one chunk too: LLVM's fatal errors then end a worker (an
+    UnsupportedError here), not this process; the round trip costs about a millisecond
+    next to tens of milliseconds of LLVM."""
     global _workers
     if _workers and _workers.pid != os.getpid():   # a forked child: the pipes are the parent's
         _workers = None
