@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from .. import HloError, UnsupportedError
+from ..dtypes import float_info
 
 ACCEPTED = ("ok", "ok-unchecked", "ok-not-run", "hlo_error", "unsupported")
 RUNNING = ("inputs", "run", "evaluate", "compare")      # stages that run the module
@@ -196,7 +197,6 @@ def _first_difference(expected, got) -> str | None:
     finite value (edited modules are often ill-conditioned: sums that cancel, long chains;
     the check is for wrong values, not for rounding). A NaN agrees with an infinity (where
     infinities meet, FFT butterflies and complex products make either)."""
-    import ml_dtypes
     if len(expected) != len(got):
         return f"{len(expected)} outputs vs {len(got)}"
     for i, (x, y) in enumerate(zip(expected, got)):
@@ -204,7 +204,7 @@ def _first_difference(expected, got) -> str | None:
         if x.shape != y.shape or x.dtype != y.dtype:
             return f"output {i} is {y.dtype}{list(y.shape)}, not {x.dtype}{list(x.shape)}"
         if _is_float(x.dtype):
-            real = np.finfo(x.real.dtype) if x.dtype.kind == "c" else ml_dtypes.finfo(x.dtype)
+            real = float_info(x.real.dtype)
             rtol = max(1e-2, 2 * float(real.eps))
             wide = np.complex128 if x.dtype.kind == "c" else np.float64
             xw, yw = x.astype(wide), y.astype(wide)

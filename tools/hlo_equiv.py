@@ -20,7 +20,7 @@ import numpy as np
 
 from .. import UnsupportedError, evaluate, xla_oracle
 from ..egraph.pipeline import prove_equivalent
-from ..dtypes import from_numpy
+from ..dtypes import from_numpy, int_info
 from ..errors import HloError
 from ..ir import Module
 from ..shape import Shape
@@ -129,11 +129,10 @@ def random_array(shape: Shape, rng: np.random.Generator, edges: bool) -> np.ndar
     if dtype.kind == "complex":
         parts = rng.standard_normal((2, *dims))
         return np.asarray(parts[0] + 1j * parts[1]).astype(dtype.numpy)
-    if dtype.kind in ("int", "uint"):
-        signed = dtype.kind == "int"
-        x = rng.integers(-8 if signed else 0, 8 if signed else 16, dims)
-        info = np.iinfo(dtype.numpy) if dtype.bits >= 8 else None
-        special = [0, 1] if info is None else [info.min, info.max, 0, 1, -1 if signed else 2]
+    if dtype.is_integral:
+        info = int_info(dtype)
+        x = rng.integers(max(info.min, -8), min(info.max, 15) + 1, dims)
+        special = [info.min, info.max, 0, 1, -1 if dtype.is_signed else 2]
     else:
         x = rng.standard_normal(dims) * 2
         tiny = float(np.finfo(np.float32).tiny) / 4 if dtype.bits >= 32 else 0.0
