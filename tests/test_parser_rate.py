@@ -53,3 +53,10 @@ def test_counts_on_a_test_file(tmp_path, xla, capsys):
     assert rate.main([f"demo={cc}"]) == 0
     row = capsys.readouterr().out.splitlines()[1].split()
     assert row == ["demo", "2", "1", "0", "0", "0", "1"]
+
+
+def test_an_unreadable_file_is_one_line_with_exit_code_2(tmp_path, capsys):
+    missing = tmp_path / "missing_test.cc"
+    assert rate.main([str(missing)]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == f"{missing}: cannot read: No such file or directory"

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from .. import parse
 from ..errors import HloError
+from .cli import main_guard, read_text
 
 # A C++ raw string: R"delim( ... )delim".
 _RAW_STRING = re.compile(r'R"([^()\\\s]{0,16})\((.*?)\)\1"', re.S)
@@ -35,7 +36,7 @@ _TEMPLATE = re.compile(r"\$\w|%[sd]\b|\{\{|CHECK")
 
 def hlo_strings(path: pathlib.Path) -> list[str]:
     """The HLO modules written as raw strings in one C++ test file, templates left out."""
-    text = path.read_text(encoding="utf-8", errors="replace")
+    text = read_text(str(path))
     return [m.group(2) for m in _RAW_STRING.finditer(text)
             if _LOOKS_LIKE_HLO.search(m.group(2)) and not _TEMPLATE.search(m.group(2))]
 
@@ -129,6 +130,7 @@ def column(v: Verdict) -> str:
     return "we only" if v.ours is None and v.verifier is None else "both reject"
 
 
+@main_guard("xla_parse_rate")
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("paths", nargs="+", help="[LABEL=]PATH to a *_test.cc file or a folder")
