@@ -36,6 +36,7 @@ import time
 import numpy as np
 
 from ..targets.work import OP_WEIGHT
+from .cli import main_guard, write_text
 
 DEFAULT_OUT = (pathlib.Path(__file__).resolve().parent.parent / "targets" / "calibration"
                / "cpu.json")
@@ -400,6 +401,7 @@ def machine() -> dict:
             "vector_bits": cpu_facts.vector_isa(), "python": platform.python_version()}
 
 
+@main_guard("calibrate_cpu")
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="calibrate_cpu", description=__doc__.split("\n\n")[0])
     p.add_argument("--out", type=pathlib.Path, default=DEFAULT_OUT)
@@ -416,12 +418,7 @@ def main(argv=None) -> int:
         "model": model_constants(measured),
         "measurements": measured,
     }
-    try:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(result, indent=1) + "\n")
-    except OSError as e:
-        print(f"calibrate_cpu: cannot write {args.out}: {e.strerror}", file=sys.stderr)
-        return 1
+    write_text(str(args.out), json.dumps(result, indent=1) + "\n")
     print(f"wrote {args.out}", file=sys.stderr)
     return 0
 
