@@ -20,7 +20,6 @@ from __future__ import annotations
 import numpy as np
 
 from .. import evaluate
-from ..grammar.rules_parser import Call, Comparison, Fold, Name, Number
 from ..ir import ELIDED, Computation, Instruction, Module
 from ..ops import OPS, is_elementwise
 from ..shape import AnyShape, Shape
@@ -29,7 +28,8 @@ from .constants import canonical_scalar_text, scalar_from_text
 from .encode import NEVER_MERGED, Encoding, splat_value
 from .frozen import Values, no_gc
 from .ingest import run_commands
-from .rule_functions import COMPARISONS, FUNCTIONS, NoValue
+from .guard_ir import guards_hold
+from .rule_ir import FoldIR
 from .terms import attr_text, attr_value_text, ir_attrs, type_text
 
 DECLARATIONS = """
@@ -62,21 +62,16 @@ MAX_FOLD_INPUT = 1 << 20
 
 
 class Folder:
-    """Fold declarations, checked once; `apply` folds what one iteration requested."""
+    """Analyzed fold declarations; `apply` folds what one iteration requested."""
 
-    def __init__(self, folds: list[Fold]):
-        self.folds = list(folds)
-        self.ops: dict[str, list[Fold]] = {}
-        for fold in self.folds:
-            for op in fold.ops:
+    def __init__(self, folds: list[FoldIR]):
+        self.ops: dict[str, list[FoldIR]] = {}
+        for fold in folds:
+            for op in fold.fold.ops:
                 members = [o for o in OPS if is_elementwise(o)] if op == "elementwise" else [op]
-                if op != "elementwise" and op not in OPS:
-                    raise fold.pos.error(f"unknown op '{op}' in fold {fold.name}")
                 for member in members:
                     if member not in NEVER_MERGED:
                         self.ops.setdefault(member, []).append(fold)
-            for guard in fold.guards:
-                _check_guard(guard)
         self.failures = 0
 
     def declarations(self) -> str:
@@ -146,7 +141,7 @@ class _Session:
         if not on_scalars and sum(full.size for _, full, _ in inputs) > MAX_FOLD_INPUT:
             return None
         target = Shape(shape.element_type, ()) if on_scalars else shape
-        if not any(_guards_hold(f, target) for f in self.folder.ops[opcode]):
+        if not any(guards_hold(f.guards, {"root": target}) for f in self.folder.ops[opcode]):
             return None
         constructor, fields = self.values.attr(attr_id)
         try:
@@ -228,36 +223,3 @@ class _Session:
             return leaf
         return f'(Op1 "broadcast" {leaf} {attr_text("broadcast", [()], "")} {type_text(shape)})'
 
-
-def _check_guard(guard) -> None:
-    """Fold guards may use the rule language's functions on `root` (the folded term)."""
-    if isinstance(guard, Comparison):
-        if guard.op not in COMPARISONS:
-            raise guard.pos.error(f"unknown comparison '{guard.op}'")
-        _check_guard(guard.left)
-        _check_guard(guard.right)
-    elif isinstance(guard, Call):
-        fn = FUNCTIONS.get(guard.name)
-        if fn is None or not fn.public:
-            raise guard.pos.error(f"unknown function '{guard.name}' in a fold guard")
-        for arg in guard.args:
-            _check_guard(arg)
-    elif not isinstance(guard, (Name, Number)):
-        raise guard.pos.error("unsupported fold guard")
-
-
-def _guards_hold(fold: Fold, root: Shape) -> bool:
-    try:
-        return all(_value(g, root) for g in fold.guards)
-    except NoValue:
-        return False
-
-
-def _value(expr, root: Shape):
-    if isinstance(expr, Comparison):
-        return COMPARISONS[expr.op].py(_value(expr.left, root), _value(expr.right, root))
-    if isinstance(expr, Call):
-        return FUNCTIONS[expr.name].py(*(_value(a, root) for a in expr.args))
-    if isinstance(expr, Number):
-        return expr.value
-    return root if expr.name == "root" else expr.name

@@ -26,7 +26,8 @@ from ..dtypes import DTYPES
 from ..shape import array
 from ..shape_inference import ELEMENTWISE
 from .rule_functions import ELEMENT_TYPE_FUNCTIONS, NoValue
-from .rule_ir import Apply, Compare, Lit, PNode, RuleIR, TypeOf, evaluate
+from .guard_ir import Apply, Compare, Lit, TypeOf, evaluate
+from .rule_ir import PNode, RuleIR
 from .rule_types import REWRITE_OP_CLASSES, SHAPED
 from .samplers import DTYPE_CHOICES
 

@@ -18,8 +18,8 @@ from collections import defaultdict
 from ..ops import OPS
 from .host_calls import answer_table, request_table
 from .rule_functions import COMPARISONS, FUNCTIONS, TypeParts, vec
-from .rule_ir import (ROOT, Apply, Compare, Lit, MakeType, PNode, RNode, RuleIR, TypeOf, Var,
-                      kind_of)
+from .guard_ir import Apply, Compare, Lit, MakeType, TypeOf, Var
+from .rule_ir import ROOT, PNode, RNode, RuleIR
 from .rule_types import CLASS_REPRESENTATIVE, REWRITE_OP_CLASSES
 from .schema import attr_constructor
 from .terms import egg_string
@@ -107,14 +107,14 @@ class Emitter:
             return f'(T {self.value(v.dtype)} {self.value(v.dims)} "")'
         if isinstance(v, Compare):
             left, right = self.value(v.left), self.value(v.right)
-            if v.op == "==" and kind_of(v.left) in FILTER_COPY \
+            if v.op == "==" and v.left.kind in FILTER_COPY \
                     and _VARIABLE.fullmatch(left) and _VARIABLE.fullmatch(right):
                 # `(= a b)` lets egglog unify a and b and join on them, and a dtype or a
                 # small integer matches nearly every row: a rule guarding dtype(x) ==
                 # dtype(y) enumerated the x and y candidates apart (~10 ms a run on a
                 # 1,000-node graph). Comparing two computed copies is a check made once the
                 # pattern has bound both.
-                copy = FILTER_COPY[kind_of(v.left)]
+                copy = FILTER_COPY[v.left.kind]
                 left, right = copy.format(left), copy.format(right)
             self.atom(f"({COMPARISONS[v.op].egg} {left} {right})")
             return ""

@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import numpy as np
 
@@ -31,8 +31,7 @@ class NoValue(Exception):
     """The function has no value here; the egglog rule would not match."""
 
 
-@dataclass(frozen=True)
-class TypeParts:
+class TypeParts(NamedTuple):
     """Egglog text of a Type's element type and dims (what rows with "type" params get)."""
     dtype: str
     dims: str

@@ -55,12 +55,7 @@ def load_rule_set(specs: list[str]) -> RuleFile:
         else:
             raise HloError("no such rule file or folder (expected default, none or a path)", spec)
         for path in files:
-            part = load_rules(path, _loaded=loaded)
-            out.rules.extend(part.rules)
-            out.raw.extend(part.raw)
-            out.folds.extend(part.folds)
-            out.fuses.extend(part.fuses)
-            out.limits.extend(part.limits)
+            out.extend(load_rules(path, _loaded=loaded))
     check_unique_names(out)
     return out
 
