@@ -4,7 +4,7 @@ One DSL rule becomes one egglog rule per *variant*: each commutative node matche
 operand order and each right-side splat of unknown rank is a bare scalar (rank 0) or a
 broadcast of one. Variants are discovered while emitting: `choose` raises NeedChoice the
 first time it meets a decision, and `emit_rule` re-emits once per option. Left-side splats
-need no variants: they match the IsSplat relation the analysis ruleset maintains. Everything
+need no variants: they match the constant analysis (schema.CONSTANT) in any form. Everything
 that can fail (functions, type lookups) is bound in the query; actions only build terms. A
 host function (a list function Python computes, host_calls.py) is a lookup in its answer
 table, plus a *request rule*: the query up to that lookup, adding the request. No egglog
@@ -17,26 +17,17 @@ from collections import defaultdict
 
 from ..ops import OPS
 from .host_calls import answer_table, request_table
-from .rule_functions import COMPARISONS, FUNCTIONS, TypeParts, vec
+from .rule_functions import COMPARISONS, FUNCTIONS, TypeParts
 from .guard_ir import Apply, Compare, Lit, MakeType, TypeOf, Var
 from .rule_ir import ROOT, PNode, RNode, RuleIR
 from .rule_types import CLASS_REPRESENTATIVE, REWRITE_OP_CLASSES
-from .schema import attr_constructor
+from .schema import atom, attr_constructor, query_vec as vec, relation, rule, splat_atom
 from .terms import egg_string
 
-SPLAT_RELATION = "IsSplat"
-# (IsSplat e "1"): e-class e is a constant whose every element is 1 (a scalar constant, or
-# broadcasts of one). Computed with the analysis: left-side splats match any class holding
-# such a term, in one rule instead of one per form.
-SPLAT_DECLARATIONS = f"""(relation {SPLAT_RELATION} (Term String))
-(rule ((= e (Leaf "constant" k ({attr_constructor("constant")} v r) t)))
-      (({SPLAT_RELATION} e v)) :ruleset analysis :name "hlo-opt/splat-constant")
-(rule ((= e (Op1 "broadcast" c a t)) ({SPLAT_RELATION} c v))
-      (({SPLAT_RELATION} e v)) :ruleset analysis :name "hlo-opt/splat-broadcast")"""
-
 # (OpClass "unary" "negate"): the members of each op class (rule_types.REWRITE_OP_CLASSES).
-CLASS_DECLARATIONS = "\n".join(["(relation OpClass (String String))"] + [
-    f'(OpClass "{name}" "{op}")' for name, ops in REWRITE_OP_CLASSES.items() for op in ops])
+CLASS_DECLARATIONS = "\n".join([relation("OpClass", ["String", "String"])] + [
+    atom("OpClass", egg_string(name), egg_string(op))
+    for name, ops in REWRITE_OP_CLASSES.items() for op in ops])
 
 _ATOMIC = re.compile(r'[A-Za-z_][\w\-]*|-?\d+|"[^"]*"|\(vec-range 0\)')
 
@@ -178,7 +169,7 @@ class Emitter:
         if node.op is None:
             return node.var
         if node.splat is not None:              # its type, if needed, comes from tyof
-            self.atom(f"({SPLAT_RELATION} {node.var} {egg_string(node.splat)})")
+            self.atom(splat_atom(node.var, egg_string(node.splat), f"i_c{node.var}"))
             return node.var
         self.types[node.var] = node.type_var
         children = [self.pattern(c) for c in node.children]
@@ -292,4 +283,4 @@ def _variants(emit, types: dict[str, str] | None = None):
 
 
 def rule_command(query: str, actions: str, ruleset: str, name: str) -> str:
-    return f"(rule ({query})\n      ({actions})\n      :ruleset {ruleset} :name {egg_string(name)})"
+    return rule([query], [actions], ruleset, name)

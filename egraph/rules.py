@@ -7,10 +7,10 @@
     # ... (run-schedule (saturate (run analysis)) (run simplify)) ...
     compiled.rule_names["mul_one#1"]                 # -> the DSL Rule, for statistics
 
-The prelude adds rules to the schema's `analysis` ruleset (the IsSplat relation left-side
-constants match), so analysis must run to saturation before each rewrite round, as it must
-for `tyof`. Every ruleset named in the files is declared, and `simplify` and `fusion` always
-are, even when no rule of the requested mode is in them.
+Rules read what the schema's `analysis` ruleset derives (`tyof`, and the constant analysis
+left-side constants match), so analysis must run to saturation before each rewrite round.
+Every ruleset named in the files is declared, and `simplify` and `fusion` always are, even
+when no rule of the requested mode is in them.
 
 Floating-point modes are ordered strict < xla < fast: a rule runs when its mode is at most
 the requested one. Compilation is cached on the rules' content and the mode.
@@ -30,7 +30,7 @@ from ..grammar.rules_parser import (MODES, Fuse, Limit, RawEgglog, Rule, RuleFil
                                     check_unique_names, load_rules)
 from .host_calls import RULESET as HOST_RULESET, declarations as host_declarations
 from .rule_analysis import analyze_fold, analyze_rule
-from .rule_emit import CLASS_DECLARATIONS, SPLAT_DECLARATIONS, emit_rule, rule_command
+from .rule_emit import CLASS_DECLARATIONS, emit_rule, rule_command
 from .rule_functions import FUNCTIONS
 from .rule_ir import FoldIR
 from .schema import declarations
@@ -174,7 +174,7 @@ def _compile(key, fp_mode: str) -> CompiledRules:
         rulesets.setdefault(item.ruleset, [])
     declared = set(re.findall(r"\(ruleset (\S+?)\)", declarations()))
     prelude = [f"(ruleset {name})" for name in rulesets if name not in declared]
-    prelude += [SPLAT_DECLARATIONS, CLASS_DECLARATIONS]
+    prelude.append(CLASS_DECLARATIONS)
     facts = [FUNCTIONS[fn].facts(args) for fn, args in sorted(calls.items())
              if FUNCTIONS[fn].facts is not None]
     host = tuple(sorted(fn for fn in calls if FUNCTIONS[fn].host))
