@@ -106,7 +106,7 @@ class _Session:
         # the constant analysis (schema.CONSTANT): class -> its leaves, its broadcasts
         self.leaves: dict[int, list[tuple[int, int, int]]] = {}
         for r in functions[schema.CONSTANT].rows:
-            x, k, a, ts = r.inputs
+            x, k, _, a, ts = r.inputs
             self.leaves.setdefault(v2i(x), []).append((v2i(k), v2i(a), v2i(ts)))
         self.broadcasts: dict[int, list[tuple[int, int, int]]] = {}
         for r in functions[schema.CONSTANT_BROADCAST].rows:

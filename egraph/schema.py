@@ -78,9 +78,9 @@ TERM_CONSTRUCTORS = ("Leaf", "Op1", "Op2", "Op3", "OpV")
 
 # The constant analysis, the one answer to "is this e-class a constant, and which" that rules
 # (left-side constants, `is_constant`) and constant folding (fold.py) read:
-#   (Const e k a ts)             e holds the constant leaf (Leaf "constant" k a ts), or
-#                                broadcasts of one: then every element of e is the leaf's
-#                                (k = 0: a scalar whose text is a's value, a splat)
+#   (Const e k v a ts)           e holds the constant leaf (Leaf "constant" k a ts), whose
+#                                attribute a has the value text v, or broadcasts of one
+#                                (k = 0: a scalar, e a splat of v; rules match v directly)
 #   (ConstBroadcast e c ab t)    e holds (Op1 "broadcast" c ab t) of a constant class c: how
 #                                the folder names e when it holds no leaf itself
 CONSTANT = "Const"
@@ -117,12 +117,12 @@ def declarations() -> str:
 (rule ((= e (Op2 op x y a t))) ((set (tyof e) t)) :ruleset analysis)
 (rule ((= e (Op3 op x y z a t))) ((set (tyof e) t)) :ruleset analysis)
 (rule ((= e (OpV op xs a t))) ((set (tyof e) t)) :ruleset analysis)
-(relation {CONSTANT} (Term i64 Attr Type))
+(relation {CONSTANT} (Term i64 String Attr Type))
 (relation {CONSTANT_BROADCAST} (Term Term Attr Type))
-(rule ((= e (Leaf "constant" k a t))) (({CONSTANT} e k a t))
-      :ruleset analysis :name "hlo-opt/constant")
-(rule ((= e (Op1 "broadcast" c ab t)) ({CONSTANT} c k a ts))
-      (({CONSTANT} e k a ts) ({CONSTANT_BROADCAST} e c ab t))
+(rule ((= e (Leaf "constant" k a t)) (= a ({attr_constructor("constant")} v r)))
+      (({CONSTANT} e k v a t)) :ruleset analysis :name "hlo-opt/constant")
+(rule ((= e (Op1 "broadcast" c ab t)) ({CONSTANT} c k v a ts))
+      (({CONSTANT} e k v a ts) ({CONSTANT_BROADCAST} e c ab t))
       :ruleset analysis :name "hlo-opt/constant-broadcast")
 """
 
@@ -130,12 +130,12 @@ def declarations() -> str:
 def splat_atom(term: str, text: str, fresh: str) -> str:
     """A query atom: `term` is a splat of the scalar constant `text` (an egglog string);
     `fresh` prefixes the atom's own variables."""
-    return f"({CONSTANT} {term} 0 ({attr_constructor('constant')} {text} {fresh}_r) {fresh}_t)"
+    return f"({CONSTANT} {term} 0 {text} {fresh}_a {fresh}_t)"
 
 
 def constant_atom(term: str, fresh: str) -> str:
     """A query atom: `term` is a constant (a literal, a splat, or broadcasts of them)."""
-    return f"({CONSTANT} {term} {fresh}_k {fresh}_a {fresh}_t)"
+    return f"({CONSTANT} {term} {fresh}_k {fresh}_v {fresh}_a {fresh}_t)"
 
 
 # --- egglog text: other modules spell commands, terms and atoms through these --------------
