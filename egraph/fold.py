@@ -31,8 +31,8 @@ from .constants import canonical_scalar_text, scalar_from_text
 from .encode import NEVER_MERGED, Encoding, splat_value
 from .frozen import Values, no_gc
 from .ingest import run_commands
-from .guard_ir import guards_hold
-from .rule_ir import FoldIR
+from ..rule_compiler.guard_ir import guards_hold
+from ..rule_compiler.rule_ir import FoldIR
 from .terms import attr_text, attr_value_text, egg_string, ir_attrs, type_text
 
 _REQUESTS = ("Fold1", "Fold2", "Fold3", "FoldV")

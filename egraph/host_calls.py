@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from .bindings import egg
 from .ingest import SPAN, run_commands
-from .rule_functions import FUNCTIONS, NoValue, Fn, type_value
+from ..rule_compiler.rule_functions import FUNCTIONS, NoValue, Fn, type_value
 from .schema import atom, function, relation, set_value
 from .terms import ivec
 

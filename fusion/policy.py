@@ -9,7 +9,7 @@ A producer may be computed inside a consumer's kernel when some `<-` declaration
 consumer's and the producer's opcodes (or their classes) and its guards hold; two kernels
 whose outputs come from `~`-related opcodes may merge into one multi-output kernel; every
 kernel formed must satisfy every `limit`. Guards are analyzed and evaluated as every rule
-file's guards are (egraph/guard_analysis.py says what each declaration may name).
+file's guards are (rule_compiler/guard_analysis.py says what each declaration may name).
 """
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import Callable, Iterable, NamedTuple
 
-from ..egraph.guard_analysis import (analyze_guards, fact_var, kernel_scope, naming,
+from ..rule_compiler.guard_analysis import (analyze_guards, fact_var, kernel_scope, naming,
                                      producer_scope, sibling_scope)
-from ..egraph.guard_ir import guards_hold, names_read
+from ..rule_compiler.guard_ir import guards_hold, names_read
 from ..grammar.rules_parser import Fuse, Limit
 from ..ir import Instruction
 from ..ops import HEROES, OPS, is_elementwise

@@ -1,7 +1,7 @@
 """`.rules` text -> rule AST (grammar in rules.lark).
 
 This stage is purely syntactic: it knows terms, variables, numbers, attribute lists and guards,
-not which names are HLO opcodes or guard functions. egraph/rules.py checks meaning (unknown op,
+not which names are HLO opcodes or guard functions. rule_compiler/rules.py checks meaning (unknown op,
 unbound variable, bad guard) and reports it at the position recorded here.
 """
 from __future__ import annotations

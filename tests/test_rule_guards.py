@@ -1,5 +1,5 @@
 """Guards of every declaration (rule, fold, fuse, limit): one analysis with a scope per kind of
-declaration, one evaluator (egraph/guard_analysis.py, egraph/guard_ir.py).
+declaration, one evaluator (rule_compiler/guard_analysis.py, rule_compiler/guard_ir.py).
 
 Each error case is rule-file text in, one positioned error line out; each evaluation case is a
 declaration and the values its scope binds in, the guard's truth out.
@@ -9,10 +9,10 @@ from __future__ import annotations
 import pytest
 
 from hlo_opt import HloError, parse
-from hlo_opt.egraph.guard_analysis import (analyze_guards, fold_scope, kernel_scope,
+from hlo_opt.rule_compiler.guard_analysis import (analyze_guards, fold_scope, kernel_scope,
                                            producer_scope, sibling_scope)
-from hlo_opt.egraph.guard_ir import guards_hold
-from hlo_opt.egraph.rules import compile_rules
+from hlo_opt.rule_compiler.guard_ir import guards_hold
+from hlo_opt.rule_compiler.rules import compile_rules
 from hlo_opt.fusion.policy import FusionPolicy, KernelSize
 from hlo_opt.grammar.rules_parser import rules_from_text
 from hlo_opt.shape import array

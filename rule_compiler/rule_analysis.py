@@ -13,7 +13,7 @@ import dataclasses
 from ..dtypes import DTYPES
 from ..grammar.rules_parser import Call, Fold, Name, Number, Pos, Rule
 from ..ops import COMMUTATIVE, OPS, VARIADIC
-from .constants import number_text
+from ..egraph.constants import number_text
 from .guard_analysis import (KIND_NAMES, GuardAnalysis, Scope, analyze_guards, describe,
                              fold_scope, is_variable_name, naming, suggest)
 from .guard_ir import Apply, Compare, Lit, MakeType, TypeOf, Var
@@ -21,7 +21,7 @@ from .rule_functions import FUNCTIONS
 from .rule_ir import ROOT, FoldIR, PNode, RNode, RuleIR
 from .rule_types import (CLASS_REPRESENTATIVE, REWRITE_OP_CLASSES, SHAPED, dtype, operand_type,
                          result_type)
-from .schema import ATTR_FIELDS
+from ..egraph.schema import ATTR_FIELDS
 
 FIELD_KINDS = {"v": "ints", "s": "str", "i": "int"}
 SYMMETRIC_DIRECTIONS = frozenset({"EQ", "NE"})

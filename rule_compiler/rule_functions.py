@@ -24,10 +24,10 @@ import numpy as np
 
 from ..dtypes import COMPLEX_PART, DTYPES, float_info, int_info
 from ..shape import Shape, array
-from .constants import representable
-from .schema import (DTYPE_CLASSES, atom, constant_atom, function, relation, set_value,
+from ..egraph.constants import representable
+from ..egraph.schema import (DTYPE_CLASSES, atom, constant_atom, function, relation, set_value,
                      vec_of)
-from .terms import egg_string
+from ..egraph.terms import egg_string
 
 class NoValue(Exception):
     """The function has no value here; the egglog rule would not match."""

@@ -20,12 +20,12 @@ from ..ops import ASSOCIATIVE
 from ..shape import Shape, array
 from ..shape_inference import ELEMENTWISE, INFERABLE, infer_shape
 from ..verifier import verify
-from .constants import representable, scalar_from_text
+from ..egraph.constants import representable, scalar_from_text
 from .instance_plan import Pins
-from .rule_functions import NoValue
-from .guard_ir import Apply, Lit, Var, evaluate
-from .rule_ir import PNode, RNode, RuleIR
-from .rule_types import REWRITE_OP_CLASSES, operand_type
+from ..rule_compiler.rule_functions import NoValue
+from ..rule_compiler.guard_ir import Apply, Lit, Var, evaluate
+from ..rule_compiler.rule_ir import PNode, RNode, RuleIR
+from ..rule_compiler.rule_types import REWRITE_OP_CLASSES, operand_type
 from .samplers import DTYPE_CHOICES, FREE, SAMPLERS, Reject, no_free_fields
 
 # Ops whose sampler takes any shape the position expects (samplers.py).

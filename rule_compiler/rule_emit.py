@@ -16,13 +16,13 @@ import re
 from collections import defaultdict
 
 from ..ops import OPS
-from .host_calls import answer_table, request_table
+from ..egraph.host_calls import answer_table, request_table
 from .rule_functions import COMPARISONS, FUNCTIONS, TypeParts
 from .guard_ir import Apply, Compare, Lit, MakeType, TypeOf, Var
 from .rule_ir import ROOT, PNode, RNode, RuleIR
 from .rule_types import CLASS_REPRESENTATIVE, REWRITE_OP_CLASSES
-from .schema import atom, attr_constructor, query_vec as vec, relation, rule, splat_atom
-from .terms import egg_string
+from ..egraph.schema import atom, attr_constructor, query_vec as vec, relation, rule, splat_atom
+from ..egraph.terms import egg_string
 
 # (OpClass "unary" "negate"): the members of each op class (rule_types.REWRITE_OP_CLASSES).
 CLASS_DECLARATIONS = "\n".join([relation("OpClass", ["String", "String"])] + [

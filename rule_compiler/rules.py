@@ -28,12 +28,12 @@ from ..errors import HloError
 from ..fusion.policy import FusionPolicy
 from ..grammar.rules_parser import (MODES, Fuse, Limit, RawEgglog, Rule, RuleFile,
                                     check_unique_names, load_rules)
-from .host_calls import RULESET as HOST_RULESET, declarations as host_declarations
+from ..egraph.host_calls import RULESET as HOST_RULESET, declarations as host_declarations
 from .rule_analysis import analyze_fold, analyze_rule
 from .rule_emit import CLASS_DECLARATIONS, emit_rule, rule_command
 from .rule_functions import FUNCTIONS
 from .rule_ir import FoldIR
-from .schema import declarations
+from ..egraph.schema import declarations
 
 PHASES = ("simplify",)     # always declared, so a schedule may name it
 
