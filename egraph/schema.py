@@ -164,6 +164,20 @@ def query_vec(items) -> str:
     return f"(vec-of {' '.join(items)})" if items else "(vec-range 0)"
 
 
+def array_type(dtype: str, dims: str, extra: str) -> str:
+    """An array Type from the egglog text of its element type, dims and extra."""
+    return f"(T {dtype} {dims} {extra})"
+
+
+def tuple_type(elements: Sequence[str]) -> str:
+    return f"(TT {vec_of(elements)})"
+
+
+def attr(constructor: str, fields: Sequence[str]) -> str:
+    """An Attr value: its constructor (attr_constructor) applied to the fields' text."""
+    return atom(constructor, *fields)
+
+
 def atom(name: str, *args) -> str:
     """A call: a fact of a relation, a function's value, a constructor's term."""
     return f"({name} {' '.join(map(str, args))})"

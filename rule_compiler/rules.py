@@ -33,7 +33,7 @@ from .rule_analysis import analyze_fold, analyze_rule
 from .rule_emit import CLASS_DECLARATIONS, emit_rule, rule_command
 from .rule_functions import FUNCTIONS
 from .rule_ir import FoldIR
-from ..egraph.schema import declarations
+from ..egraph.schema import declarations, ruleset
 
 PHASES = ("simplify",)     # always declared, so a schedule may name it
 
@@ -173,7 +173,7 @@ def _compile(key, fp_mode: str) -> CompiledRules:
     for item in (*rules, *raws, *folds):     # declared even when no rule runs in this mode
         rulesets.setdefault(item.ruleset, [])
     declared = set(re.findall(r"\(ruleset (\S+?)\)", declarations()))
-    prelude = [f"(ruleset {name})" for name in rulesets if name not in declared]
+    prelude = [ruleset(name) for name in rulesets if name not in declared]
     prelude.append(CLASS_DECLARATIONS)
     facts = [FUNCTIONS[fn].facts(args) for fn, args in sorted(calls.items())
              if FUNCTIONS[fn].facts is not None]
