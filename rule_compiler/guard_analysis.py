@@ -131,11 +131,12 @@ class GuardAnalysis:
                                   f"compare it, e.g. {g.name}(...) == ...")
             return value
         name = getattr(g, "name", "")
-        guards = sorted(n for n, f in FUNCTIONS.items() if self.public(n) and f.result == "bool")
+        guards = sorted(n for n, f in FUNCTIONS.items()
+                        if self.available(n) and f.result == "bool")
         raise g.pos.error(f"unknown guard '{name}'{suggest(name, guards)} (guards: "
                           f"{', '.join(guards)}, or comparisons)")
 
-    def public(self, name: str) -> bool:
+    def available(self, name: str) -> bool:
         """A function of the rule language this scope can use."""
         fn = FUNCTIONS.get(name)
         return fn is not None and fn.public and (self.scope.reads_egraph or
@@ -179,14 +180,14 @@ class GuardAnalysis:
         if v.name in FACTS:
             return self.fact(v)
         fn = FUNCTIONS.get(v.name)
-        if not self.public(v.name):
+        if not self.available(v.name):
             if v.name in OPS:
                 raise v.pos.error(f"'{v.name}' is an operation; only the values "
                                   f"{self.scope.what} sees and functions of them can appear here")
             if fn is not None and fn.public:
                 raise v.pos.error(f"'{v.name}' reads the e-graph: only rules can use it")
-            public = sorted(n for n in FUNCTIONS if self.public(n))
-            raise v.pos.error(f"unknown function '{v.name}'{suggest(v.name, public)}")
+            known = sorted(n for n in FUNCTIONS if self.available(n))
+            raise v.pos.error(f"unknown function '{v.name}'{suggest(v.name, known)}")
         if v.keywords:
             raise v.pos.error(f"{v.name} takes no named arguments")
         if len(v.args) != len(fn.params):
