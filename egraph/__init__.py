@@ -1,8 +1,7 @@
-"""IR <-> e-graph: encoding, rule compilation, saturation, extraction, decoding.
+"""The saturation runtime, IR <-> e-graph: schema, encoding, saturation with the compiled
+rules (hlo_opt.rule_compiler) and constant folding, extraction, decoding.
 
     module = hlo_opt.optimize(module, rules="default", fp_mode="xla", target="cpu")
 
-runs pipeline.optimize. The package imports none of its modules itself: the fusion stage
-(hlo_opt.fusion) uses the rule language's functions (rule_functions.py) without loading
-the e-graph pipeline, which in turn runs that stage.
+runs pipeline.optimize. The package imports none of its modules itself.
 """

@@ -1,8 +1,9 @@
 """Constant folding, per the rule files' `fold` declarations, with the interpreter.
 
 Protocol, once per iteration of the runner:
-1. The `analysis` ruleset records which e-classes hold a constant: `KLeaf` (a constant leaf)
-   and `KSplat` (a broadcast of a scalar constant), both marking `IsK`.
+1. The `analysis` ruleset runs the schema's constant analysis: which e-classes hold a
+   constant (`Const`: its leaf, also through broadcasts) and through which broadcasts
+   (`ConstBroadcast`).
 2. The `fold` ruleset records a request (`Fold1/2/3/V`: the term, its opcode, operand classes,
    Attr and Type) for every term whose opcode a declaration names and whose operands are all
    constants.
@@ -11,7 +12,8 @@ Protocol, once per iteration of the runner:
    unions the term with the result: a splat stays a splat (an elementwise op on splats is
    evaluated once, on scalars, whatever the size), a scalar is a scalar leaf, other arrays
    become new literals. The union is written as text: a constant class can always be named
-   by its constant term, so the folded term can be named by its constant operands.
+   by a constant term in it (its leaf, or a broadcast chain down to one), so the folded term
+   can be named by its constant operands.
 Evaluation failures (unsupported op, error) leave the term alone and are counted.
 """
 from __future__ import annotations
@@ -20,37 +22,39 @@ from __future__ import annotations
 import numpy as np
 
 from .. import evaluate
-from ..grammar.rules_parser import Call, Comparison, Fold, Name, Number
 from ..ir import ELIDED, Computation, Instruction, Module
 from ..ops import OPS, is_elementwise
-from ..shape import AnyShape, Shape
+from ..shape import Shape
+from . import schema
 from .callees import Callees
 from .constants import canonical_scalar_text, scalar_from_text
 from .encode import NEVER_MERGED, Encoding, splat_value
 from .frozen import Values, no_gc
 from .ingest import run_commands
-from .rule_functions import COMPARISONS, FUNCTIONS, NoValue
-from .terms import attr_text, attr_value_text, ir_attrs, type_text
+from ..rule_compiler.guard_ir import guards_hold
+from ..rule_compiler.rule_ir import FoldIR
+from .terms import attr_text, attr_value_text, egg_string, ir_attrs, type_text
 
-DECLARATIONS = """
-(relation KLeaf (Term i64 Attr Type))
-(relation KSplat (Term Attr Type Attr Type))
-(relation IsK (Term))
-(rule ((= x (Leaf "constant" k a t))) ((KLeaf x k a t) (IsK x)) :ruleset analysis)
-(rule ((= x (Op1 "broadcast" s ab t)) (= s (Leaf "constant" 0 a ts)))
-      ((KSplat x a ts ab t) (IsK x)) :ruleset analysis)
-(relation FoldOp (String))
-(relation Fold1 (Term String Term Attr Type))
-(relation Fold2 (Term String Term Term Attr Type))
-(relation Fold3 (Term String Term Term Term Attr Type))
-(relation FoldV (Term String TermVec Attr Type))
-(ruleset fold)
-(rule ((= e (Op1 op x a t)) (FoldOp op) (IsK x)) ((Fold1 e op x a t)) :ruleset fold)
-(rule ((= e (Op2 op x y a t)) (FoldOp op) (IsK x) (IsK y)) ((Fold2 e op x y a t)) :ruleset fold)
-(rule ((= e (Op3 op x y z a t)) (FoldOp op) (IsK x) (IsK y) (IsK z))
-      ((Fold3 e op x y z a t)) :ruleset fold)
-(rule ((= e (OpV op xs a t)) (FoldOp op)) ((FoldV e op xs a t)) :ruleset fold)
-"""
+_REQUESTS = ("Fold1", "Fold2", "Fold3", "FoldV")
+
+
+def declarations(ops) -> list[str]:
+    """Requests (`Fold1/2/3`: a term whose operands are all constants, `FoldV`: any term
+    with another operand count, checked here) for the opcodes `ops`."""
+    out = [schema.relation("FoldOp", ["String"]), schema.ruleset("fold")]
+    out += [schema.atom("FoldOp", egg_string(op)) for op in sorted(ops)]
+    for n, table in enumerate(_REQUESTS, 1):
+        operands = ["xs"] if table == "FoldV" else [f"x{i}" for i in range(n)]
+        sorts = ["TermVec"] if table == "FoldV" else ["Term"] * n
+        out.append(schema.relation(table, ["Term", "String", *sorts, "Attr", "Type"]))
+        term = schema.atom("OpV", "op", "xs", "a", "t") if table == "FoldV" else \
+            schema.node("op", operands, "a", "t")
+        constant = [] if table == "FoldV" else [schema.constant_atom(x, f"i_{x}")
+                                                for x in operands]
+        out.append(schema.rule([schema.eq("e", term), schema.atom("FoldOp", "op"), *constant],
+                               [schema.atom(table, "e", "op", *operands, "a", "t")], "fold"))
+    return out
+
 
 # Ops whose result on one splat operand is a splat of the same value (not bitcast: it may
 # reinterpret the bits as another element type).
@@ -62,27 +66,21 @@ MAX_FOLD_INPUT = 1 << 20
 
 
 class Folder:
-    """Fold declarations, checked once; `apply` folds what one iteration requested."""
+    """Analyzed fold declarations; `apply` folds what one iteration requested."""
 
-    def __init__(self, folds: list[Fold]):
-        self.folds = list(folds)
-        self.ops: dict[str, list[Fold]] = {}
-        for fold in self.folds:
-            for op in fold.ops:
+    def __init__(self, folds: list[FoldIR]):
+        self.ops: dict[str, list[FoldIR]] = {}
+        for fold in folds:
+            for op in fold.fold.ops:
                 members = [o for o in OPS if is_elementwise(o)] if op == "elementwise" else [op]
-                if op != "elementwise" and op not in OPS:
-                    raise fold.pos.error(f"unknown op '{op}' in fold {fold.name}")
                 for member in members:
                     if member not in NEVER_MERGED:
                         self.ops.setdefault(member, []).append(fold)
-            for guard in fold.guards:
-                _check_guard(guard)
         self.failures = 0
 
     def declarations(self) -> str:
-        """The egglog text: constant tracking, requests for the declared ops."""
-        facts = "\n".join(f'(FoldOp "{op}")' for op in sorted(self.ops))
-        return DECLARATIONS + facts
+        """The egglog text of the requests for the declared ops."""
+        return "\n".join(declarations(self.ops))
 
     def apply(self, egraph, encoding: Encoding, callees: Callees) -> int:
         """Fold the pending requests; returns how many terms were unioned with constants."""
@@ -105,48 +103,50 @@ class _Session:
         self.encoding, self.callees = encoding, callees
         self.values = Values(egraph, functions, encoding.extras)
         v2i = self.values.v2i
-        self.constants: dict[int, tuple] = {}
-        for r in functions["KLeaf"].rows:
-            x, k, a, t = r.inputs
-            self.constants.setdefault(v2i(x), ("leaf", v2i(k), v2i(a), v2i(t)))
-        for r in functions["KSplat"].rows:
-            x, a, ts, ab, t = r.inputs
-            self.constants.setdefault(v2i(x), ("splat", v2i(a), v2i(ts), v2i(ab), v2i(t)))
+        # the constant analysis (schema.CONSTANT): class -> its leaves, its broadcasts
+        self.leaves: dict[int, list[tuple[int, int, int]]] = {}
+        for r in functions[schema.CONSTANT].rows:
+            x, k, _, a, ts = r.inputs
+            self.leaves.setdefault(v2i(x), []).append((v2i(k), v2i(a), v2i(ts)))
+        self.broadcasts: dict[int, list[tuple[int, int, int]]] = {}
+        for r in functions[schema.CONSTANT_BROADCAST].rows:
+            x, c, ab, t = r.inputs
+            self.broadcasts.setdefault(v2i(x), []).append((v2i(c), v2i(ab), v2i(t)))
+        self.names: dict[int, str] = {}
 
     def fold_requests(self) -> list[str]:
         v2i, values = self.values.v2i, self.values
         unions, seen = [], set()
-        for table in ("Fold1", "Fold2", "Fold3", "FoldV"):
+        for table in _REQUESTS:
             for r in self.functions[table].rows:
                 e, op, xs, a, t = r.inputs[0], r.inputs[1], r.inputs[2:-2], r.inputs[-2], \
                     r.inputs[-1]
                 term = v2i(e)
-                if term in self.constants or term in seen:
+                if term in self.leaves or term in seen:
                     continue
                 seen.add(term)
                 operands = values.ints(xs[0]) if table == "FoldV" else [v2i(x) for x in xs]
-                if not all(x in self.constants for x in operands):
+                if not all(x in self.leaves for x in operands):
                     continue
-                union = self._fold(values.string(op), operands, v2i(a), v2i(t), table)
+                union = self._fold(values.string(op), operands, v2i(a), v2i(t))
                 if union is not None:
                     unions.append(union)
         return unions
 
-    def _fold(self, opcode: str, operands: list[int], attr_id: int, type_id: int,
-              table: str) -> str | None:
+    def _fold(self, opcode: str, operands: list[int], attr_id: int, type_id: int) -> str | None:
         shape = self.values.shape(type_id)
         if shape.is_tuple or not shape.dtype.is_array:
             return None
-        constants = [self.constants[x] for x in operands]
-        inputs = [self._input(c) for c in constants]
-        if any(i is None for i in inputs):
+        inputs = [self._input(x) for x in operands]
+        names = [self._name(x, frozenset()) for x in operands]
+        if None in inputs or None in names:
             return None
         on_scalars = all(scalar is not None for scalar, _, _ in inputs) and (
             is_elementwise(opcode) or (opcode in SPLAT_PRESERVING and len(inputs) == 1))
         if not on_scalars and sum(full.size for _, full, _ in inputs) > MAX_FOLD_INPUT:
             return None
         target = Shape(shape.element_type, ()) if on_scalars else shape
-        if not any(_guards_hold(f, target) for f in self.folder.ops[opcode]):
+        if not any(guards_hold(f.guards, {"root": target}) for f in self.folder.ops[opcode]):
             return None
         constructor, fields = self.values.attr(attr_id)
         try:
@@ -154,27 +154,56 @@ class _Session:
         except Exception:           # an op the interpreter cannot fold is simply not folded
             self.folder.failures += 1
             return None
-        term = self._term_text(table, opcode, constants, constructor, fields, shape)
-        return f"(union {term} {self._constant_text(result, shape)})"
+        term = schema.node(egg_string(opcode), names, attr_value_text(constructor, fields),
+                           type_text(shape))
+        return schema.union(term, self._constant_text(result, shape))
 
-    def _input(self, constant: tuple) -> tuple[np.ndarray | None, np.ndarray, str] | None:
+    def _type(self, x: int) -> int:
+        """The type of constant class x (a class holding no broadcast holds its leaves)."""
+        return self.broadcasts[x][0][2] if x in self.broadcasts else self.leaves[x][0][2]
+
+    def _input(self, x: int) -> tuple[np.ndarray | None, np.ndarray, str] | None:
         """(the scalar a splat or scalar constant stands for, else None; the full value; the
-        element type), or None when the value is unknown (an elided literal, a tuple)."""
+        element type) of constant class x, or None when the value is unknown (an elided
+        literal, a broadcast of a literal, a tuple)."""
         values = self.values
-        if constant[0] == "splat":
-            _, a, ts, _, t = constant
-            dtype = values.shape(ts).element_type
-            scalar = scalar_from_text(values.attr(a)[1][0], dtype)
-            return scalar, np.broadcast_to(scalar, values.shape(t).dims), dtype
-        _, key, a, t = constant
-        shape = values.shape(t)
+        type_id = self._type(x)
+        shape = values.shape(type_id)
         if shape.is_tuple:
             return None
-        if key == 0:
-            scalar = scalar_from_text(values.attr(a)[1][0], shape.element_type)
-            return scalar, scalar, shape.element_type
-        literal = self.encoding.literals[key]
-        return None if literal is ELIDED else (None, literal, shape.element_type)
+        for key, a, ts in self.leaves[x]:
+            if key == 0:
+                dtype = values.shape(ts).element_type
+                scalar = scalar_from_text(values.attr(a)[1][0], dtype)
+                return scalar, np.broadcast_to(scalar, shape.dims), dtype
+        for key, a, ts in self.leaves[x]:
+            if ts == type_id and self.encoding.literals[key] is not ELIDED:
+                return None, self.encoding.literals[key], shape.element_type
+        return None
+
+    def _name(self, x: int, seen: frozenset) -> str | None:
+        """The egglog text of a term in constant class x: its leaf, or one of its
+        broadcasts of a constant class named the same way (None: only through a cycle)."""
+        name = self.names.get(x)
+        if name is not None:
+            return name
+        values = self.values
+        for c, ab, t in self.broadcasts.get(x, ()):
+            inner = None if c == x or c in seen else self._name(c, seen | {x})
+            if inner is not None:
+                name = schema.node('"broadcast"', [inner], attr_value_text(*values.attr(ab)),
+                                   type_text(values.shape(t)))
+                break
+        else:
+            own = [(k, a, ts) for k, a, ts in self.leaves[x]
+                   if x not in self.broadcasts or ts == self._type(x)]
+            if not own:
+                return None
+            key, a, ts = own[0]
+            name = schema.leaf('"constant"', key, attr_value_text(*values.attr(a)),
+                               type_text(values.shape(ts)))
+        self.names[x] = name
+        return name
 
     def _evaluate(self, opcode: str, fields, target: Shape, inputs, on_scalars: bool) -> np.ndarray:
         """The folded value: a 0-d array when evaluated on scalars, else the full array."""
@@ -193,27 +222,6 @@ class _Session:
             [result] = evaluate(Module("fold", [comp], comp), [], verify=False)
         return np.asarray(result)
 
-    def _term_text(self, table: str, opcode: str, constants, constructor: str, fields,
-                   shape: AnyShape) -> str:
-        operands = " ".join(self._constant_term(c) for c in constants)
-        if table == "FoldV":
-            operands = f"(vec-of {operands})" if constants else "(vec-empty)"
-        head = "OpV" if table == "FoldV" else f"Op{table[-1]}"
-        return (f'({head} "{opcode}" {operands} {attr_value_text(constructor, fields)} '
-                f"{type_text(shape)})")
-
-    def _constant_term(self, constant: tuple) -> str:
-        """The egglog text of a term in a constant class (its constant leaf or splat)."""
-        values = self.values
-        if constant[0] == "leaf":
-            _, key, a, t = constant
-            return (f'(Leaf "constant" {key} {attr_value_text(*values.attr(a))} '
-                    f"{type_text(values.shape(t))})")
-        _, a, ts, ab, t = constant
-        return (f'(Op1 "broadcast" (Leaf "constant" 0 {attr_value_text(*values.attr(a))} '
-                f"{type_text(values.shape(ts))}) {attr_value_text(*values.attr(ab))} "
-                f"{type_text(values.shape(t))})")
-
     def _constant_text(self, result: np.ndarray, shape: Shape) -> str:
         """The folded value as a term of type `shape`: scalar leaf, splat or literal, the
         forms the encoder gives constants."""
@@ -221,43 +229,12 @@ class _Session:
         scalar = result if result.ndim == 0 else splat_value(result)
         if scalar is None:
             key = self.encoding.literal_key(np.ascontiguousarray(result), shape)
-            return f'(Leaf "constant" {key} {attr_text("constant", [""], "")} {type_text(shape)})'
+            return schema.leaf('"constant"', key, attr_text("constant", [""], ""),
+                               type_text(shape))
         value = attr_text("constant", [canonical_scalar_text(scalar, dtype)], "")
-        leaf = f'(Leaf "constant" 0 {value} {type_text(Shape(dtype, ()))})'
+        leaf = schema.leaf('"constant"', 0, value, type_text(Shape(dtype, ())))
         if shape.rank == 0:
             return leaf
-        return f'(Op1 "broadcast" {leaf} {attr_text("broadcast", [()], "")} {type_text(shape)})'
+        return schema.node('"broadcast"', [leaf], attr_text("broadcast", [()], ""),
+                           type_text(shape))
 
-
-def _check_guard(guard) -> None:
-    """Fold guards may use the rule language's functions on `root` (the folded term)."""
-    if isinstance(guard, Comparison):
-        if guard.op not in COMPARISONS:
-            raise guard.pos.error(f"unknown comparison '{guard.op}'")
-        _check_guard(guard.left)
-        _check_guard(guard.right)
-    elif isinstance(guard, Call):
-        fn = FUNCTIONS.get(guard.name)
-        if fn is None or not fn.public:
-            raise guard.pos.error(f"unknown function '{guard.name}' in a fold guard")
-        for arg in guard.args:
-            _check_guard(arg)
-    elif not isinstance(guard, (Name, Number)):
-        raise guard.pos.error("unsupported fold guard")
-
-
-def _guards_hold(fold: Fold, root: Shape) -> bool:
-    try:
-        return all(_value(g, root) for g in fold.guards)
-    except NoValue:
-        return False
-
-
-def _value(expr, root: Shape):
-    if isinstance(expr, Comparison):
-        return COMPARISONS[expr.op].py(_value(expr.left, root), _value(expr.right, root))
-    if isinstance(expr, Call):
-        return FUNCTIONS[expr.name].py(*(_value(a, root) for a in expr.args))
-    if isinstance(expr, Number):
-        return expr.value
-    return root if expr.name == "root" else expr.name

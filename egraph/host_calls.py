@@ -23,7 +23,8 @@ from __future__ import annotations
 
 from .bindings import egg
 from .ingest import SPAN, run_commands
-from .rule_functions import FUNCTIONS, NoValue, Fn, type_value
+from ..rule_compiler.rule_functions import FUNCTIONS, NoValue, Fn, type_value
+from .schema import atom, function, relation, set_value
 from .terms import ivec
 
 RULESET = "host-requests"
@@ -43,10 +44,10 @@ def answer_table(fn: Fn) -> str:
 
 def declarations(fn: Fn) -> str:
     """The request relation and the answer table of one host function."""
-    columns = " ".join(s for kind in fn.params for s in _SORTS[kind])
-    answer = f"(relation {answer_table(fn)} ({columns}))" if fn.result == "bool" else \
-        f"(function {answer_table(fn)} ({columns}) {_SORTS[fn.result][0]} :no-merge)"
-    return f"(relation {request_table(fn)} ({columns}))\n{answer}"
+    columns = [s for kind in fn.params for s in _SORTS[kind]]
+    answer = relation(answer_table(fn), columns) if fn.result == "bool" else \
+        function(answer_table(fn), columns, _SORTS[fn.result][0])
+    return f"{relation(request_table(fn), columns)}\n{answer}"
 
 
 class HostCalls:
@@ -94,10 +95,10 @@ def _answer_fact(fn: Fn, columns: tuple) -> str | None:
         result = fn.py(*values)
     except NoValue:
         return None
-    key = f"({answer_table(fn)} {' '.join(_text(c) for c in columns)})"
+    key = atom(answer_table(fn), *map(_text, columns))
     if fn.result == "bool":
         return key if result else None
-    return f"(set {key} {_text(result)})"
+    return set_value(key, _text(result))
 
 
 def _text(value) -> str:

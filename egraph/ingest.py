@@ -13,33 +13,43 @@ import os
 import shutil
 import tempfile
 
+from . import schema
 from .bindings import egg
 from .encode import Encoding, is_leaf
 
 SPAN = egg.RustSpan("", 0, 0)
 
-DECLARATIONS = """
-(function Ty (i64) Type :no-merge)
-(function At (i64) Attr :no-merge)
-(relation N0 (i64 String i64 i64 i64))
-(relation N1 (i64 String i64 i64 i64))
-(relation N2 (i64 String i64 i64 i64 i64))
-(relation N3 (i64 String i64 i64 i64 i64 i64))
-(relation NV (i64 String i64 i64 i64))
-(relation Arg (i64 i64 i64))
-(constructor Nd (i64) Term :unextractable)
-(ruleset build)
-(rule ((N0 n op k a ty) (= t (Ty ty)) (= at (At a)))
-      ((union (Nd n) (Leaf op k at t))) :ruleset build)
-(rule ((N1 n op x a ty) (= t (Ty ty)) (= at (At a)))
-      ((union (Nd n) (Op1 op (Nd x) at t))) :ruleset build)
-(rule ((N2 n op x y a ty) (= t (Ty ty)) (= at (At a)))
-      ((union (Nd n) (Op2 op (Nd x) (Nd y) at t))) :ruleset build)
-(rule ((N3 n op x y z a ty) (= t (Ty ty)) (= at (At a)))
-      ((union (Nd n) (Op3 op (Nd x) (Nd y) (Nd z) at t))) :ruleset build)
-"""
+# Fact tables: row, opcode, then per table the key (N0), the operand rows (N1..N3) or the
+# operand count (NV), then the Attr and Type ids; Arg: row, operand position, operand row.
+_COLUMNS = {"N0": ("key",), "N1": ("x0",), "N2": ("x0", "x1"), "N3": ("x0", "x1", "x2"),
+            "NV": ("count",)}
+_FACT_TABLES = (*_COLUMNS, "Arg")
 
-_FACT_TABLES = ("N0", "N1", "N2", "N3", "NV", "Arg")
+
+def _declarations() -> str:
+    out = [schema.function("Ty", ["i64"], "Type"), schema.function("At", ["i64"], "Attr")]
+    out += [schema.relation(table, ["i64", "String", *["i64"] * len(cols), "i64", "i64"])
+            for table, cols in _COLUMNS.items()]
+    out += [schema.relation("Arg", ["i64"] * 3), schema.constructor("Nd", ["i64"], "Term"),
+            schema.ruleset("build")]
+    for table in ("N0", "N1", "N2", "N3"):          # NV: one rule per operand count
+        cols = _COLUMNS[table]
+        operands = [schema.atom("Nd", x) for x in cols if x != "key"]
+        term = schema.node("op", operands, "at", "t") if operands else \
+            schema.leaf("op", "key", "at", "t")
+        out.append(_build_rule(table, cols, [], term))
+    return "\n".join(out)
+
+
+def _build_rule(table: str, columns, more: list[str], term: str) -> str:
+    """Union row n's placeholder with its term, its Type and Attr looked up by id."""
+    query = [schema.atom(table, "n", "op", *columns, "a", "ty"),
+             schema.eq("t", schema.atom("Ty", "ty")), schema.eq("at", schema.atom("At", "a")),
+             *more]
+    return schema.rule(query, [schema.union(schema.atom("Nd", "n"), term)], "build")
+
+
+DECLARATIONS = _declarations()
 
 
 def load(egraph: egg.EGraph, encoding: Encoding) -> None:
@@ -49,15 +59,15 @@ def load(egraph: egg.EGraph, encoding: Encoding) -> None:
     side = os.path.join(folder, "side.egg")
     with open(side, "w") as f:
         for k, text in enumerate(encoding.type_texts):
-            f.write(f"(set (Ty {k}) {text})\n")
+            f.write(schema.set_value(schema.atom("Ty", k), text) + "\n")
         for k, text in enumerate(encoding.attr_texts):
-            f.write(f"(set (At {k}) {text})\n")
+            f.write(schema.set_value(schema.atom("At", k), text) + "\n")
         for arity in sorted(arities):
             f.write(_variadic_build_rule(arity))
     egraph.run_program(egg.Include(SPAN, side))
     egraph.run_program(*(egg.Input(SPAN, t, os.path.join(folder, f"{t}.tsv"))
                          for t in _FACT_TABLES))
-    egraph.run_program(*egraph.parse_program("(run build 2)"))     # one round unions all
+    egraph.run_program(*egraph.parse_program(schema.run("build", 2)))   # one round unions all
 
 
 def _write_facts(e: Encoding, folder: str) -> set[int]:
@@ -85,10 +95,9 @@ def _write_facts(e: Encoding, folder: str) -> set[int]:
 
 
 def _variadic_build_rule(arity: int) -> str:
-    args = " ".join(f"(Arg n {p} x{p})" for p in range(arity))
-    vec = f"(vec-of {' '.join(f'(Nd x{p})' for p in range(arity))})" if arity else "(vec-empty)"
-    return (f"(rule ((NV n op {arity} a ty) (= t (Ty ty)) (= at (At a)) {args}) "
-            f"((union (Nd n) (OpV op {vec} at t))) :ruleset build)\n")
+    args = [schema.atom("Arg", "n", p, f"x{p}") for p in range(arity)]
+    term = schema.node("op", [schema.atom("Nd", f"x{p}") for p in range(arity)], "at", "t")
+    return _build_rule("NV", (str(arity),), args, term) + "\n"
 
 
 _FOLDER: str | None = None

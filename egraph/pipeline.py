@@ -28,7 +28,7 @@ from .encode import Encoding, Part
 from .extract import extract
 from .frozen import FrozenTerms
 from .ingest import load
-from .rules import compile_rules, load_rule_set, rule_files
+from ..rule_compiler.rules import compile_rules, load_rule_set, rule_files
 from .run import Limits, RunReport, prepared, saturate
 
 

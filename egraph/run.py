@@ -92,7 +92,7 @@ class PreparedEGraph:
         self.compiled = compiled
         self.phases = tuple(name for name in compiled.rulesets
                             if name not in ("analysis", HOST_RULESET))
-        self.folder = Folder([f.fold for f in compiled.folds])
+        self.folder = Folder(compiled.folds)
         self.host = HostCalls(compiled.host)
         self.egraph = egg.EGraph()
         self.broken = False

@@ -25,6 +25,8 @@ one e-node only when opcode, operands, every attribute and the type agree.
 """
 from __future__ import annotations
 
+from typing import Sequence
+
 from ..dtypes import DTYPES
 
 # opcode -> [(attribute name, kind)], kinds: v = list of ints, s = string, i = int.
@@ -74,6 +76,16 @@ DTYPE_CLASSES["IsInt"] = DTYPE_CLASSES["IsSigned"] + DTYPE_CLASSES["IsUnsigned"]
 
 TERM_CONSTRUCTORS = ("Leaf", "Op1", "Op2", "Op3", "OpV")
 
+# The constant analysis, the one answer to "is this e-class a constant, and which" that rules
+# (left-side constants, `is_constant`) and constant folding (fold.py) read:
+#   (Const e k v a ts)           e holds the constant leaf (Leaf "constant" k a ts), whose
+#                                attribute a has the value text v, or broadcasts of one
+#                                (k = 0: a scalar, e a splat of v; rules match v directly)
+#   (ConstBroadcast e c ab t)    e holds (Op1 "broadcast" c ab t) of a constant class c: how
+#                                the folder names e when it holds no leaf itself
+CONSTANT = "Const"
+CONSTANT_BROADCAST = "ConstBroadcast"
+
 
 def declarations() -> str:
     """egglog text declaring every sort, constructor, relation and ruleset of the schema."""
@@ -105,4 +117,107 @@ def declarations() -> str:
 (rule ((= e (Op2 op x y a t))) ((set (tyof e) t)) :ruleset analysis)
 (rule ((= e (Op3 op x y z a t))) ((set (tyof e) t)) :ruleset analysis)
 (rule ((= e (OpV op xs a t))) ((set (tyof e) t)) :ruleset analysis)
+(relation {CONSTANT} (Term i64 String Attr Type))
+(relation {CONSTANT_BROADCAST} (Term Term Attr Type))
+(rule ((= e (Leaf "constant" k a t)) (= a ({attr_constructor("constant")} v r)))
+      (({CONSTANT} e k v a t)) :ruleset analysis :name "hlo-opt/constant")
+(rule ((= e (Op1 "broadcast" c ab t)) ({CONSTANT} c k v a ts))
+      (({CONSTANT} e k v a ts) ({CONSTANT_BROADCAST} e c ab t))
+      :ruleset analysis :name "hlo-opt/constant-broadcast")
 """
+
+
+def splat_atom(term: str, text: str, fresh: str) -> str:
+    """A query atom: `term` is a splat of the scalar constant `text` (an egglog string);
+    `fresh` prefixes the atom's own variables."""
+    return f"({CONSTANT} {term} 0 {text} {fresh}_a {fresh}_t)"
+
+
+def constant_atom(term: str, fresh: str) -> str:
+    """A query atom: `term` is a constant (a literal, a splat, or broadcasts of them)."""
+    return f"({CONSTANT} {term} {fresh}_k {fresh}_v {fresh}_a {fresh}_t)"
+
+
+# --- egglog text: other modules spell commands, terms and atoms through these --------------
+
+def leaf(op: str, key, attr: str, type_: str) -> str:
+    """A Leaf term; `op` and the fields are egglog text (a quoted opcode or a variable)."""
+    return f"(Leaf {op} {key} {attr} {type_})"
+
+
+def node(op: str, operands: Sequence[str], attr: str, type_: str) -> str:
+    """A term with operands: Op1..Op3 by their count, otherwise OpV over a vector of them."""
+    if 1 <= len(operands) <= 3:
+        return f"(Op{len(operands)} {op} {' '.join(operands)} {attr} {type_})"
+    return f"(OpV {op} {vec_of(operands)} {attr} {type_})"
+
+
+def vec_of(items: Sequence[str]) -> str:
+    """A vector value in actions and facts."""
+    return f"(vec-of {' '.join(items)})" if items else "(vec-empty)"
+
+
+def query_vec(items) -> str:
+    """An i64 vector in a query; the empty one is written (vec-range 0) because egglog cannot
+    infer the element type of a bare (vec-empty) there."""
+    items = list(items)
+    return f"(vec-of {' '.join(items)})" if items else "(vec-range 0)"
+
+
+def array_type(dtype: str, dims: str, extra: str) -> str:
+    """An array Type from the egglog text of its element type, dims and extra."""
+    return f"(T {dtype} {dims} {extra})"
+
+
+def tuple_type(elements: Sequence[str]) -> str:
+    return f"(TT {vec_of(elements)})"
+
+
+def attr(constructor: str, fields: Sequence[str]) -> str:
+    """An Attr value: its constructor (attr_constructor) applied to the fields' text."""
+    return atom(constructor, *fields)
+
+
+def atom(name: str, *args) -> str:
+    """A call: a fact of a relation, a function's value, a constructor's term."""
+    return f"({name} {' '.join(map(str, args))})"
+
+
+def eq(a: str, b: str) -> str:
+    return f"(= {a} {b})"
+
+
+def union(a: str, b: str) -> str:
+    return f"(union {a} {b})"
+
+
+def set_value(call: str, value) -> str:
+    return f"(set {call} {value})"
+
+
+def ruleset(name: str) -> str:
+    return f"(ruleset {name})"
+
+
+def relation(name: str, sorts: Sequence[str]) -> str:
+    return f"(relation {name} ({' '.join(sorts)}))"
+
+
+def function(name: str, params: Sequence[str], result: str) -> str:
+    """A function whose value is set once per arguments (:no-merge)."""
+    return f"(function {name} ({' '.join(params)}) {result} :no-merge)"
+
+
+def constructor(name: str, params: Sequence[str], sort: str) -> str:
+    """A constructor of terms extraction never picks (placeholders)."""
+    return f"(constructor {name} ({' '.join(params)}) {sort} :unextractable)"
+
+
+def run(ruleset: str, iterations: int) -> str:
+    return f"(run {ruleset} {iterations})"
+
+
+def rule(query: Sequence[str], actions: Sequence[str], ruleset: str, name: str = "") -> str:
+    named = f' :name "{name}"' if name else ""
+    return (f"(rule ({' '.join(query)})\n      ({' '.join(actions)})\n"
+            f"      :ruleset {ruleset}{named})")

@@ -15,7 +15,7 @@ from .. import attributes
 from ..ir import Computation, Instruction
 from ..shape import AnyShape, Shape, TupleShape, default_layout
 from .callees import Callees
-from .schema import ATTR_FIELDS, attr_constructor
+from .schema import ATTR_FIELDS, array_type, attr, attr_constructor, tuple_type, vec_of
 
 # Attributes never encoded: metadata is restored per instruction by the decoder, and
 # control-predecessors name instructions that may not survive optimization.
@@ -45,7 +45,7 @@ def unescape(text: str) -> str:
 
 
 def ivec(values: Sequence[int]) -> str:
-    return f"(vec-of {' '.join(map(str, values))})" if values else "(vec-empty)"
+    return vec_of([str(v) for v in values])
 
 
 # --- types ---------------------------------------------------------------------------------
@@ -54,10 +54,9 @@ def type_text(shape: AnyShape) -> str:
     """(T dtype dims extra), extra = the full shape text when its layout is not the default
     or a dimension is dynamic; (TT (vec-of ...)) for tuples."""
     if shape.is_tuple:
-        if not shape.elements:
-            return "(TT (vec-empty))"
-        return f"(TT (vec-of {' '.join(type_text(e) for e in shape.elements)}))"
-    return f'(T "{shape.element_type}" {ivec(shape.dims)} {egg_string(type_extra(shape))})'
+        return tuple_type([type_text(e) for e in shape.elements])
+    return array_type(egg_string(shape.element_type), ivec(shape.dims),
+                      egg_string(type_extra(shape)))
 
 
 def type_extra(shape: Shape) -> str:
@@ -152,10 +151,8 @@ def attr_text(opcode: str, values: Sequence, rest: str) -> str:
 def attr_value_text(constructor: str, fields: Sequence) -> str:
     """Egglog text of an Attr value given as (constructor, fields with rest last), the form
     frozen.Values.attr decodes."""
-    parts = [constructor]
-    for kind, v in zip(constructor[1:] + "s", fields):
-        parts.append(ivec(v) if kind == "v" else str(v) if kind == "i" else egg_string(v))
-    return "(" + " ".join(parts) + ")"
+    return attr(constructor, [ivec(v) if kind == "v" else str(v) if kind == "i" else
+                              egg_string(v) for kind, v in zip(constructor[1:] + "s", fields)])
 
 
 def named_attrs(opcode: str, fields: Sequence, rests: RestTable) -> dict:

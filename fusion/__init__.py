@@ -6,5 +6,5 @@
 Modules: policy (the rule set's `fuse`/`limit` declarations as predicates), partition (the
 greedy, cost-driven grouping of one computation into kernels), outline (kernels -> `fusion`
 instructions). None of them uses the e-graph; the policy evaluates its guards with the rule
-language's functions (egraph/rule_functions.py).
+language's functions (rule_compiler/rule_functions.py).
 """

@@ -8,8 +8,8 @@
 A producer may be computed inside a consumer's kernel when some `<-` declaration names the
 consumer's and the producer's opcodes (or their classes) and its guards hold; two kernels
 whose outputs come from `~`-related opcodes may merge into one multi-output kernel; every
-kernel formed must satisfy every `limit`. Guards use the rule language's functions on
-`producer`, `consumer`, `a`, `b` (instructions: their types) and `kernel`, plus `target`.
+kernel formed must satisfy every `limit`. Guards are analyzed and evaluated as every rule
+file's guards are (rule_compiler/guard_analysis.py says what each declaration may name).
 """
 from __future__ import annotations
 
@@ -17,9 +17,10 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import Callable, Iterable, NamedTuple
 
-from ..egraph.rule_functions import COMPARISONS, FUNCTIONS, NoValue
-from ..errors import HloError
-from ..grammar.rules_parser import Call, Comparison, Fuse, Limit, Name, Number
+from ..rule_compiler.guard_analysis import (analyze_guards, fact_var, kernel_scope, naming,
+                                     producer_scope, sibling_scope)
+from ..rule_compiler.guard_ir import guards_hold, names_read
+from ..grammar.rules_parser import Fuse, Limit
 from ..ir import Instruction
 from ..ops import HEROES, OPS, is_elementwise
 
@@ -43,9 +44,8 @@ class KernelSize(NamedTuple):
     outputs: int        # values it writes
 
 
-# Functions of the fusion guard language beyond the rule language's (which see types).
-KERNEL_FUNCTIONS: dict[str, Callable[[KernelSize], int]] = {
-    name: attrgetter(name) for name in KernelSize._fields}
+# What `limit` guards read of a kernel: heroes(kernel) and so on (guard_analysis.FACTS).
+KERNEL_FACTS = {fact_var(name).name: name for name in KernelSize._fields}
 
 
 def loop_nest(inst: Instruction) -> tuple | None:
@@ -63,7 +63,7 @@ class _Decl:
     name: str
     left: Callable[[str], bool]          # consumer (or a) opcode test
     right: Callable[[str], bool]         # producer (or b) opcode test
-    guards: tuple
+    guards: list            # guard IR (guard_analysis)
 
 
 class FusionPolicy:
@@ -74,16 +74,18 @@ class FusionPolicy:
         self.producer_rules: list[_Decl] = []
         self.sibling_rules: list[_Decl] = []
         for f in fuses:
-            decl = _Decl(f.name, _ops_test(f.consumers, f), _ops_test(f.producers, f), f.guards)
-            for g in f.guards:
-                _check(g, f, ("producer", "consumer") if f.relation == "<-" else ("a", "b"))
+            with naming(f"fuse {f.name}"):
+                scope = producer_scope() if f.relation == "<-" else sibling_scope()
+                decl = _Decl(f.name, _ops_test(f.consumers, f), _ops_test(f.producers, f),
+                             analyze_guards(f.guards, scope))
             (self.producer_rules if f.relation == "<-" else self.sibling_rules).append(decl)
-        self.limits = tuple(limits)
-        for lim in self.limits:
-            for g in lim.guards:
-                _check(g, lim, ("kernel",))
+        self.limits: list[list] = []
+        for lim in limits:
+            with naming(f"limit {lim.name}"):
+                self.limits.append(analyze_guards(lim.guards, kernel_scope()))
         # limits are remembered by what they read of a kernel: fusion asks about thousands
-        read = sorted(set().union(*(_kernel_reads(g) for lim in self.limits for g in lim.guards)))
+        read = sorted({KERNEL_FACTS[n] for guards in self.limits for g in guards
+                       for n in names_read(g) if n in KERNEL_FACTS})
         self._limited_by = attrgetter(*read) if read else (lambda kernel: ())
         self._within: dict[object, bool] = {}
         self._answers: dict[tuple, bool] = {}
@@ -97,9 +99,11 @@ class FusionPolicy:
         key = (consumer.opcode, consumer.shape, producer.opcode, producer.shape, users)
         ok = self._answers.get(key)
         if ok is None:
-            env = {"producer": producer, "consumer": consumer, "users": users}
+            env = {"producer": producer.shape, "consumer": consumer.shape,
+                   fact_var("users").name: users, "target": self.target}
             ok = self._answers[key] = any(
-                d.left(consumer.opcode) and d.right(producer.opcode) and self._holds(d, env)
+                d.left(consumer.opcode) and d.right(producer.opcode)
+                and guards_hold(d.guards, env)
                 for d in self.producer_rules)
         return ok
 
@@ -107,10 +111,10 @@ class FusionPolicy:
         key = (a.opcode, a.shape, b.opcode, b.shape)
         ok = self._answers.get(key)
         if ok is None:
-            env = {"a": a, "b": b}
+            env = {"a": a.shape, "b": b.shape, "target": self.target}
             ok = self._answers[key] = any(
                 ((d.left(a.opcode) and d.right(b.opcode)) or
-                 (d.left(b.opcode) and d.right(a.opcode))) and self._holds(d, env)
+                 (d.left(b.opcode) and d.right(a.opcode))) and guards_hold(d.guards, env)
                 for d in self.sibling_rules)
         return ok
 
@@ -118,15 +122,10 @@ class FusionPolicy:
         key = self._limited_by(kernel)
         ok = self._within.get(key)
         if ok is None:
-            env = {"kernel": kernel}
-            ok = self._within[key] = all(self._holds(lim, env) for lim in self.limits)
+            env = {fact: getattr(kernel, name) for fact, name in KERNEL_FACTS.items()}
+            env["target"] = self.target
+            ok = self._within[key] = all(guards_hold(lim, env) for lim in self.limits)
         return ok
-
-    def _holds(self, decl, env) -> bool:
-        try:
-            return all(_value(g, env, self.target) for g in decl.guards)
-        except NoValue:
-            return False
 
 
 def _ops_test(names: tuple[str, ...], decl) -> Callable[[str], bool]:
@@ -141,63 +140,3 @@ def _ops_test(names: tuple[str, ...], decl) -> Callable[[str], bool]:
                                  f"({', '.join(FUSION_OP_CLASSES)})")
     return lambda op: any(t(op) for t in tests)
 
-
-def _check(expr, decl, names: tuple[str, ...]) -> None:
-    """Reject unknown functions and names when the rule file is loaded, not mid-fusion."""
-    if isinstance(expr, Comparison):
-        if expr.op not in COMPARISONS:
-            raise expr.pos.error(f"unknown comparison '{expr.op}'")
-        _check(expr.left, decl, names)
-        _check(expr.right, decl, names)
-    elif isinstance(expr, Call):
-        if expr.name in KERNEL_FUNCTIONS:
-            if names != ("kernel",):
-                raise expr.pos.error(f"'{expr.name}' applies to a kernel, in a limit")
-        elif expr.name == "users":
-            if "producer" not in names:
-                raise expr.pos.error("'users' applies to the producer")
-        else:
-            fn = FUNCTIONS.get(expr.name)
-            if fn is None or not fn.public:
-                raise expr.pos.error(f"unknown function '{expr.name}' in a fusion guard")
-        for arg in expr.args:
-            _check(arg, decl, names)
-    elif isinstance(expr, Name) and expr.name in ("producer", "consumer", "a", "b", "kernel"):
-        if expr.name not in names:
-            raise expr.pos.error(f"'{expr.name}' is not defined here (use {', '.join(names)})")
-    elif not isinstance(expr, (Name, Number)):
-        raise HloError("unsupported fusion guard", decl.pos.file, decl.pos.line, decl.pos.column)
-
-
-def _kernel_reads(expr) -> set[str]:
-    """The KernelSize fields a limit guard reads (all, if it hands the kernel on whole)."""
-    if isinstance(expr, Comparison):
-        return _kernel_reads(expr.left) | _kernel_reads(expr.right)
-    if isinstance(expr, Call):
-        if expr.name in KERNEL_FUNCTIONS:
-            return {expr.name}
-        return set().union(*map(_kernel_reads, expr.args))
-    if isinstance(expr, Name) and expr.name == "kernel":
-        return set(KernelSize._fields)
-    return set()
-
-
-def _value(expr, env: dict, target: str):
-    if isinstance(expr, Comparison):
-        return COMPARISONS[expr.op].py(_value(expr.left, env, target),
-                                       _value(expr.right, env, target))
-    if isinstance(expr, Number):
-        return expr.value
-    if isinstance(expr, Name):
-        if expr.name == "target":
-            return target
-        return env.get(expr.name, expr.name)
-    if expr.name in KERNEL_FUNCTIONS:
-        return KERNEL_FUNCTIONS[expr.name](_value(expr.args[0], env, target))
-    if expr.name == "users":
-        return env["users"]
-    args = [_value(a, env, target) for a in expr.args]
-    if any(isinstance(a, Instruction) and a.shape.is_tuple for a in args):
-        raise NoValue       # the rule language's functions see arrays (as in rules)
-    return FUNCTIONS[expr.name].py(*(a.shape if isinstance(a, Instruction) else a
-                                     for a in args))

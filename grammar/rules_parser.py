@@ -1,11 +1,12 @@
 """`.rules` text -> rule AST (grammar in rules.lark).
 
 This stage is purely syntactic: it knows terms, variables, numbers, attribute lists and guards,
-not which names are HLO opcodes or guard functions. egraph/rules.py checks meaning (unknown op,
+not which names are HLO opcodes or guard functions. rule_compiler/rules.py checks meaning (unknown op,
 unbound variable, bad guard) and reports it at the position recorded here.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass, field
 from importlib import resources
@@ -32,17 +33,22 @@ class Pos:
 
 
 @dataclass(frozen=True)
-class Name:
-    """A variable (`x`), an enum constant (`LT`), or the matched term (`root`)."""
-    name: str
-    pos: Pos = field(compare=False)
+class Node:
+    """What every AST node has: where it was written (not part of its meaning, so nodes
+    written at different places compare equal)."""
+    pos: Pos = field(compare=False, kw_only=True)
 
 
 @dataclass(frozen=True)
-class Number:
+class Name(Node):
+    """A variable (`x`), an enum constant (`LT`), or the matched term (`root`)."""
+    name: str
+
+
+@dataclass(frozen=True)
+class Number(Node):
     """A number: a splat constant in operand position, a plain value elsewhere."""
     text: str
-    pos: Pos = field(compare=False)
 
     @property
     def value(self) -> int | float:
@@ -53,82 +59,73 @@ class Number:
 
 
 @dataclass(frozen=True)
-class IntList:
+class IntList(Node):
     values: tuple[int, ...]
-    pos: Pos = field(compare=False)
 
 
 @dataclass(frozen=True)
-class Call:
+class String(Node):
+    """A quoted string in attribute position, e.g. `to_apply="add"`."""
+    value: str
+
+
+@dataclass(frozen=True)
+class Call(Node):
     """`name(args, key=value)`: an HLO op, a builder (`zeros_like`) or a function
     (`compose`, `rank`); which one is decided by the rule compiler."""
     name: str
     args: tuple
     keywords: tuple[tuple[str, object], ...]
-    pos: Pos = field(compare=False)
 
 
 @dataclass(frozen=True)
-class Comparison:
+class Comparison(Node):
     op: str
     left: object
     right: object
-    pos: Pos = field(compare=False)
 
 
 @dataclass(frozen=True)
-class Rule:
+class Declaration(Node):
+    """A named item of a rule file with guards (Comparison and Call nodes, all true)."""
     name: str
+    guards: tuple
+
+
+@dataclass(frozen=True)
+class Rule(Declaration):
+    """`rule NAME [MODE]: LHS => RHS when GUARDS`."""
     mode: str
     lhs: object
     rhs: object
-    guards: tuple
-    ruleset: str
-    pos: Pos = field(compare=False)
+    ruleset: str = ""
 
 
 @dataclass(frozen=True)
-class String:
-    """A quoted string in attribute position, e.g. `to_apply="add"`."""
-    value: str
-    pos: Pos = field(compare=False)
-
-
-@dataclass(frozen=True)
-class Fold:
+class Fold(Declaration):
     """`fold NAME: op, op, ... when GUARDS`: ops the interpreter may evaluate on constants."""
-    name: str
     ops: tuple[str, ...]
-    guards: tuple
-    ruleset: str
-    pos: Pos = field(compare=False)
+    ruleset: str = ""
 
 
 @dataclass(frozen=True)
-class Fuse:
+class Fuse(Declaration):
     """`fuse NAME: consumers <- producers when GUARDS` (producer-consumer fusion) or
     `fuse NAME: a ~ b when GUARDS` (sibling kernels merged into a multi-output kernel)."""
-    name: str
     consumers: tuple[str, ...]
     relation: str                   # "<-" or "~"
     producers: tuple[str, ...]
-    guards: tuple
-    pos: Pos = field(compare=False)
 
 
 @dataclass(frozen=True)
-class Limit:
+class Limit(Declaration):
     """`limit NAME: GUARDS`: a condition every fused kernel must satisfy."""
-    name: str
-    guards: tuple
-    pos: Pos = field(compare=False)
 
 
 @dataclass(frozen=True)
-class RawEgglog:
+class RawEgglog(Node):
     text: str
-    ruleset: str
-    pos: Pos = field(compare=False)
+    ruleset: str = ""
 
 
 @dataclass
@@ -138,6 +135,16 @@ class RuleFile:
     folds: list[Fold] = field(default_factory=list)
     fuses: list[Fuse] = field(default_factory=list)
     limits: list[Limit] = field(default_factory=list)
+
+    def add(self, item) -> None:
+        getattr(self, _PART[type(item)]).append(item)
+
+    def extend(self, other: RuleFile) -> None:
+        for part in _PART.values():
+            getattr(self, part).extend(getattr(other, part))
+
+
+_PART = {Rule: "rules", RawEgglog: "raw", Fold: "folds", Fuse: "fuses", Limit: "limits"}
 
 
 class _Builder(Transformer):
@@ -165,31 +172,31 @@ class _Builder(Transformer):
             if mode_name not in MODES:
                 raise self._pos(mode).error(f"unknown floating-point mode '{mode_name}' "
                                             f"(expected one of {', '.join(MODES)})")
-        return ("rule", name_tok.value, mode_name, lhs, rhs, tuple(guards or ()),
-                self._pos(name_tok))
+        return Rule(name_tok.value, tuple(guards or ()), mode_name, lhs, rhs,
+                    pos=self._pos(name_tok))
 
     def mode(self, c):
         return c[0]
 
     def fold(self, c):
         name_tok, *op_toks, guards = c
-        return ("fold", name_tok.value, tuple(t.value for t in op_toks), tuple(guards or ()),
-                self._pos(name_tok))
+        return Fold(name_tok.value, tuple(guards or ()), tuple(t.value for t in op_toks),
+                    pos=self._pos(name_tok))
 
     def fuse(self, c):
         name_tok, consumers, relation, producers, guards = c
-        return ("fuse", name_tok.value, consumers, relation.value, producers,
-                tuple(guards or ()), self._pos(name_tok))
+        return Fuse(name_tok.value, tuple(guards or ()), consumers, relation.value, producers,
+                    pos=self._pos(name_tok))
 
     def limit(self, c):
         name_tok, *guards = c
-        return ("limit", name_tok.value, tuple(guards), self._pos(name_tok))
+        return Limit(name_tok.value, tuple(guards), pos=self._pos(name_tok))
 
     def op_list(self, c):
         return tuple(t.value for t in c)
 
     def string(self, c):
-        return String(c[0].value[1:-1], self._pos(c[0]))
+        return String(c[0].value[1:-1], pos=self._pos(c[0]))
 
     def guards(self, c):
         return c
@@ -197,11 +204,11 @@ class _Builder(Transformer):
     def raw_egglog(self, c):
         tok = c[0]
         body = tok.value[tok.value.index("{") + 1:-1]
-        return ("raw", body, self._pos(tok))
+        return RawEgglog(body, pos=self._pos(tok))
 
     def comparison(self, c):
         left, op, right = c
-        return Comparison(op.value, left, right, self._pos(op))
+        return Comparison(op.value, left, right, pos=self._pos(op))
 
     def call(self, c):
         name_tok, args = c
@@ -218,7 +225,7 @@ class _Builder(Transformer):
         for k in names:
             if names.count(k) > 1:
                 raise self._pos(name_tok).error(f"attribute '{k}' given twice")
-        return Call(name_tok.value, tuple(positional), tuple(keywords), self._pos(name_tok))
+        return Call(name_tok.value, tuple(positional), tuple(keywords), pos=self._pos(name_tok))
 
     def args(self, c):
         return [x for x in c if x is not None]
@@ -227,10 +234,10 @@ class _Builder(Transformer):
         return ("keyword", c[0].value, c[1])
 
     def name(self, c):
-        return Name(c[0].value, self._pos(c[0]))
+        return Name(c[0].value, pos=self._pos(c[0]))
 
     def number(self, c):
-        return Number(c[0].value, self._pos(c[0]))
+        return Number(c[0].value, pos=self._pos(c[0]))
 
     def int_list(self, c):
         toks = [t for t in c if t is not None]
@@ -241,7 +248,7 @@ class _Builder(Transformer):
                 values.append(int(t.value))
             except ValueError:
                 raise self._pos(t).error(f"expected an integer, got '{t.value}'") from None
-        return IntList(tuple(values), pos)
+        return IntList(tuple(values), pos=pos)
 
 
 _LARK: Lark | None = None
@@ -256,8 +263,9 @@ def _lark() -> Lark:
 
 
 def parse_rules(text: str, path: str = "<rules>") -> list:
-    """The items of one file, in order: ("include", path, pos), ("ruleset", name, pos),
-    ("rule", ...), ("fold", ...) and ("raw", text, pos) tuples. Includes are not followed."""
+    """The items of one file, in order: ("include", path, pos) and ("ruleset", name, pos)
+    tuples, and declarations and RawEgglog blocks (their ruleset not yet set). Includes are
+    not followed."""
     try:
         tree = _lark().parse(text)
     except UnexpectedInput as e:
@@ -304,30 +312,15 @@ def _collect(items: list, folder: str, stack: tuple[str, ...], loaded: set[str])
     out = RuleFile([], [])
     ruleset = DEFAULT_RULESET
     for item in items:
-        kind = item[0]
-        if kind == "include":
-            sub = load_rules(os.path.join(folder, item[1]), stack, loaded, item[2])
-            out.rules.extend(sub.rules)
-            out.raw.extend(sub.raw)
-            out.folds.extend(sub.folds)
-            out.fuses.extend(sub.fuses)
-            out.limits.extend(sub.limits)
-        elif kind == "ruleset":
-            ruleset = item[1]
-        elif kind == "raw":
-            out.raw.append(RawEgglog(item[1], ruleset, item[2]))
-        elif kind == "fuse":
-            _, name, consumers, relation, producers, guards, pos = item
-            out.fuses.append(Fuse(name, consumers, relation, producers, guards, pos))
-        elif kind == "limit":
-            _, name, guards, pos = item
-            out.limits.append(Limit(name, guards, pos))
-        elif kind == "fold":
-            _, name, ops, guards, pos = item
-            out.folds.append(Fold(name, ops, guards, ruleset, pos))
-        else:
-            _, name, mode, lhs, rhs, guards, pos = item
-            out.rules.append(Rule(name, mode, lhs, rhs, guards, ruleset, pos))
+        match item:
+            case ("include", path, pos):
+                out.extend(load_rules(os.path.join(folder, path), stack, loaded, pos))
+            case ("ruleset", name, _):
+                ruleset = name
+            case Rule() | Fold() | RawEgglog():
+                out.add(dataclasses.replace(item, ruleset=ruleset))
+            case _:
+                out.add(item)
     check_unique_names(out)
     return out
 

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 import hlo_opt
-from hlo_opt.egraph.rule_analysis import analyze_rule
-from hlo_opt.egraph.rules import compile_rules, load_rule_set
-from hlo_opt.egraph.soundness import check_rule
+from hlo_opt.rule_compiler.rule_analysis import analyze_rule
+from hlo_opt.rule_compiler.rules import compile_rules, load_rule_set
+from hlo_opt.rule_checker.soundness import check_rule
 from hlo_opt.tools.hlo_equiv import first_difference, random_array
 
 TESTS = pathlib.Path(__file__).parent

@@ -113,6 +113,19 @@ def test_splats_fold_to_splats_whatever_their_size(rules):
     assert out.entry.root.operands[0].literal == 6
 
 
+def test_a_broadcast_of_a_broadcast_of_a_constant_is_a_constant_to_fold(tmp_path):
+    # Folds alone (no rewrite merges the broadcasts): the constant analysis sees through both.
+    path = tmp_path / "folds.rules"
+    path.write_text("fold fold_elementwise: elementwise\n")
+    out = hlo_opt.optimize(entry("""
+  two = f32[] constant(2)
+  row = f32[4] broadcast(two), dimensions={}
+  b = f32[300,4] broadcast(row), dimensions={1}
+  ROOT s = f32[300,4] multiply(b, b)"""), rules=[str(path)])
+    assert "multiply" not in opcodes(out.entry)
+    assert [i.literal for i in out.entry.instructions if i.opcode == "constant"] == [4]
+
+
 def test_array_folds_stop_at_the_guard(rules):
     module = entry("""
   i = s32[2048] iota(), iota_dimension=0

@@ -4,7 +4,7 @@ Programs come from random_programs.programs(). Each is optimized for cpu or gpu,
 fusion, in fp mode strict and xla; the optimized text must parse again (and in XLA, where jax
 is installed), and run in the interpreter on random inputs and on inputs half made of edge
 values (NaN, ±inf, ±0, denormals, integer extremes). The outputs compare as the rule checker
-compares the two sides of a rule (egraph/soundness.py): strict bit for bit with any NaN equal
+compares the two sides of a rule (rule_checker/soundness.py): strict bit for bit with any NaN equal
 to any NaN, xla the same except that -0 equals +0. A program whose ops make a zero's sign
 matter beyond a zero result (1 / -0 = -inf) is checked in strict mode only.
 
@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import hlo_opt
 from hlo_opt import xla_oracle
-from hlo_opt.egraph.soundness import fill, first_mismatch
+from hlo_opt.rule_checker.soundness import fill, first_mismatch
 from hlo_opt.tools.hlo_equiv import random_array
 from random_programs import Program, programs
 

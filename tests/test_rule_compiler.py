@@ -12,9 +12,9 @@ from hlo_opt.egraph.constants import (canonical_scalar_text, number_text, repres
                                       scalar_from_text)
 from hlo_opt.egraph.host_calls import HostCalls, answer_table, declarations as host_tables
 from hlo_opt.egraph.host_calls import request_table
-from hlo_opt.egraph.rule_functions import FUNCTIONS, NoValue, TypeParts, vec
-from hlo_opt.egraph.rules import compile_rules, load_rule_set
-from hlo_opt.egraph.schema import declarations
+from hlo_opt.rule_compiler.rule_functions import FUNCTIONS, NoValue, TypeParts
+from hlo_opt.rule_compiler.rules import compile_rules, load_rule_set
+from hlo_opt.egraph.schema import declarations, query_vec as vec
 from hlo_opt.errors import HloError
 from hlo_opt.grammar.rules_parser import rules_from_text
 from hlo_opt.shape import array
@@ -597,7 +597,7 @@ def test_function_values(name, args, value):
 
 
 def test_computed_constants_read_back_as_their_canonical_text():
-    from hlo_opt.egraph.rule_functions import _int_limits
+    from hlo_opt.rule_compiler.rule_functions import _int_limits
     for dtype, (lo, hi) in _int_limits().items():
         for n in (lo, hi, 0, 1):
             assert canonical_scalar_text(scalar_from_text(str(n), dtype), dtype) == str(n)

@@ -8,11 +8,11 @@ import pathlib
 import numpy as np
 import pytest
 
-from hlo_opt.egraph.instance_plan import InstancePlan
-from hlo_opt.egraph.instantiate import Instantiator, Reject
-from hlo_opt.egraph.rule_analysis import analyze_rule
-from hlo_opt.egraph.rules import load_rule_set
-from hlo_opt.egraph.soundness import check_rule, check_rule_file, first_mismatch
+from hlo_opt.rule_checker.instance_plan import InstancePlan
+from hlo_opt.rule_checker.instantiate import Instantiator, Reject
+from hlo_opt.rule_compiler.rule_analysis import analyze_rule
+from hlo_opt.rule_compiler.rules import load_rule_set
+from hlo_opt.rule_checker.soundness import check_rule, check_rule_file, first_mismatch
 from hlo_opt.grammar.rules_parser import rules_from_text
 from hlo_opt.tools.hlo_rules import main
 

@@ -37,7 +37,7 @@ def build_arg_parser() -> argparse.ArgumentParser:
 @main_guard("hlo-rules")
 def main(argv=None) -> int:
     args = build_arg_parser().parse_args(argv)
-    from ..egraph.rules import compile_rules, load_rule_set, mode_allows
+    from ..rule_compiler.rules import compile_rules, load_rule_set, mode_allows
     if args.command == "list":
         rule_file = load_rule_set(args.rules or ["default"])
         compiled = compile_rules(rule_file, args.fp_mode)
@@ -50,7 +50,7 @@ def main(argv=None) -> int:
         print(f"{len(rule_file.rules)} rules, {len(rule_file.folds)} folds, {n} egglog rules "
               f"in --fp-mode={args.fp_mode}", file=sys.stderr)
         return 0
-    from ..egraph.soundness import check_rule_file, describe
+    from ..rule_checker.soundness import check_rule_file, describe
     rule_file = load_rule_set(args.files)
     _validate(compile_rules(rule_file, "fast"))
     verdicts = check_rule_file(rule_file, args.fp_mode, args.trials, args.seed)

@@ -7,10 +7,10 @@
     # ... (run-schedule (saturate (run analysis)) (run simplify)) ...
     compiled.rule_names["mul_one#1"]                 # -> the DSL Rule, for statistics
 
-The prelude adds rules to the schema's `analysis` ruleset (the IsSplat relation left-side
-constants match), so analysis must run to saturation before each rewrite round, as it must
-for `tyof`. Every ruleset named in the files is declared, and `simplify` and `fusion` always
-are, even when no rule of the requested mode is in them.
+Rules read what the schema's `analysis` ruleset derives (`tyof`, and the constant analysis
+left-side constants match), so analysis must run to saturation before each rewrite round.
+Every ruleset named in the files is declared, and `simplify` and `fusion` always are, even
+when no rule of the requested mode is in them.
 
 Floating-point modes are ordered strict < xla < fast: a rule runs when its mode is at most
 the requested one. Compilation is cached on the rules' content and the mode.
@@ -28,12 +28,12 @@ from ..errors import HloError
 from ..fusion.policy import FusionPolicy
 from ..grammar.rules_parser import (MODES, Fuse, Limit, RawEgglog, Rule, RuleFile,
                                     check_unique_names, load_rules)
-from .host_calls import RULESET as HOST_RULESET, declarations as host_declarations
+from ..egraph.host_calls import RULESET as HOST_RULESET, declarations as host_declarations
 from .rule_analysis import analyze_fold, analyze_rule
-from .rule_emit import CLASS_DECLARATIONS, SPLAT_DECLARATIONS, emit_rule, rule_command
+from .rule_emit import CLASS_DECLARATIONS, emit_rule, rule_command
 from .rule_functions import FUNCTIONS
 from .rule_ir import FoldIR
-from .schema import declarations
+from ..egraph.schema import declarations, ruleset
 
 PHASES = ("simplify",)     # always declared, so a schedule may name it
 
@@ -55,12 +55,7 @@ def load_rule_set(specs: list[str]) -> RuleFile:
         else:
             raise HloError("no such rule file or folder (expected default, none or a path)", spec)
         for path in files:
-            part = load_rules(path, _loaded=loaded)
-            out.rules.extend(part.rules)
-            out.raw.extend(part.raw)
-            out.folds.extend(part.folds)
-            out.fuses.extend(part.fuses)
-            out.limits.extend(part.limits)
+            out.extend(load_rules(path, _loaded=loaded))
     check_unique_names(out)
     return out
 
@@ -178,8 +173,8 @@ def _compile(key, fp_mode: str) -> CompiledRules:
     for item in (*rules, *raws, *folds):     # declared even when no rule runs in this mode
         rulesets.setdefault(item.ruleset, [])
     declared = set(re.findall(r"\(ruleset (\S+?)\)", declarations()))
-    prelude = [f"(ruleset {name})" for name in rulesets if name not in declared]
-    prelude += [SPLAT_DECLARATIONS, CLASS_DECLARATIONS]
+    prelude = [ruleset(name) for name in rulesets if name not in declared]
+    prelude.append(CLASS_DECLARATIONS)
     facts = [FUNCTIONS[fn].facts(args) for fn, args in sorted(calls.items())
              if FUNCTIONS[fn].facts is not None]
     host = tuple(sorted(fn for fn in calls if FUNCTIONS[fn].host))

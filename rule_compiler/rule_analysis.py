@@ -8,27 +8,22 @@ has a type the compiler can derive (rule_types.py), so egglog never has to guess
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import difflib
 
 from ..dtypes import DTYPES
-from ..errors import HloError
-from ..grammar.rules_parser import (Call, Comparison, Fold, IntList, Name, Number, Pos, Rule,
-                                    String, to_text)
+from ..grammar.rules_parser import Call, Fold, Name, Number, Pos, Rule
 from ..ops import COMMUTATIVE, OPS, VARIADIC
-from .constants import number_text
-from .rule_functions import COMPARISONS, FUNCTIONS
-from .rule_ir import (ROOT, Apply, Compare, FoldIR, Lit, MakeType, PNode, RNode, RuleIR, TypeOf,
-                      Var, kind_of)
+from ..egraph.constants import number_text
+from .guard_analysis import (KIND_NAMES, GuardAnalysis, Scope, analyze_guards, describe,
+                             fold_scope, is_variable_name, naming, suggest)
+from .guard_ir import Apply, Compare, Lit, MakeType, TypeOf, Var
+from .rule_functions import FUNCTIONS
+from .rule_ir import ROOT, FoldIR, PNode, RNode, RuleIR
 from .rule_types import (CLASS_REPRESENTATIVE, REWRITE_OP_CLASSES, SHAPED, dtype, operand_type,
                          result_type)
-from .schema import ATTR_FIELDS
+from ..egraph.schema import ATTR_FIELDS
 
 FIELD_KINDS = {"v": "ints", "s": "str", "i": "int"}
-KIND_NAMES = {"ints": "a list of integers", "int": "an integer", "str": "a name or string",
-              "op": "an op class",
-              "dtype": "an element type", "type": "a term", "term": "a term", "bool": "a guard"}
 SYMMETRIC_DIRECTIONS = frozenset({"EQ", "NE"})
 BUILDERS = {"zeros_like": "0", "ones_like": "1"}
 # Attributes a new right-side term may leave out (when it cannot copy them from the root).
@@ -46,44 +41,30 @@ def fields_of(op: str) -> list[tuple[str, str]]:
 
 
 def analyze_rule(rule: Rule) -> RuleIR:
-    with _naming(f"rule {rule.name}"):
+    with naming(f"rule {rule.name}"):
         return _RuleAnalysis(rule).run()
 
 
 def analyze_fold(fold: Fold) -> FoldIR:
     """Folds name ops (or `elementwise`); their guards may only mention `root`."""
-    with _naming(f"fold {fold.name}"):
+    with naming(f"fold {fold.name}"):
         for op in fold.ops:
             if op != "elementwise" and op not in OPS:
-                raise fold.pos.error(f"unknown op '{op}'{_suggest(op, OPS)}")
-        analysis = _RuleAnalysis(None)
-        return FoldIR(fold, [analysis.guard(g) for g in fold.guards])
+                raise fold.pos.error(f"unknown op '{op}'{suggest(op, OPS)}")
+        return FoldIR(fold, analyze_guards(fold.guards, fold_scope()))
 
 
-@contextlib.contextmanager
-def _naming(what: str):
-    """Errors say which rule they are about, besides where."""
-    try:
-        yield
-    except HloError as e:
-        e.message = f"{what}: {e.message}"
-        e.args = (e.message,)
-        raise
+class _RuleAnalysis(GuardAnalysis):
+    """A rule's scope is its left side's variables, bound as the left side is read, and
+    `root` once it is read."""
 
-
-def _suggest(name: str, choices) -> str:
-    close = difflib.get_close_matches(name, list(choices), n=1)
-    return f" (did you mean '{close[0]}'?)" if close else ""
-
-
-def _is_variable_name(name: str) -> bool:
-    return name[0].islower() or name[0] == "_"
-
-
-class _RuleAnalysis:
-    def __init__(self, rule: Rule | None):
-        self.rule = rule
+    def __init__(self, rule: Rule):
         self.vars: dict[str, Var] = {}
+        super().__init__(Scope("a rule", self.vars, reads_egraph=True,
+                               unbound="variables are bound on the left side",
+                               reserved={"root": "'root' is the whole matched term: use it "
+                                                 "in guards and on the right side"}))
+        self.rule = rule
         self.nodes = 0
         self.rnodes = 0
         self.implicit: list = []
@@ -92,6 +73,7 @@ class _RuleAnalysis:
     def run(self) -> RuleIR:
         rule = self.rule
         self.root = self.lhs_root(rule.lhs)
+        self.vars["root"] = Var(ROOT, "term")
         guards = [self.guard(g) for g in rule.guards]
         rhs = self.rhs_root(rule.rhs)
         return RuleIR(rule, self.root, guards + self.implicit, rhs, rhs.kind == "splat")
@@ -104,7 +86,7 @@ class _RuleAnalysis:
             if isinstance(term, Call):
                 self.op_info(term)              # says what the name is instead
             raise term.pos.error("the left side must be an operation such as add(x, 0), "
-                                 f"not {_describe(term)}")
+                                 f"not {describe(term)}")
         self.deferred: list[tuple[list, int, object, str]] = []
         root = self.pattern(term)
         for attrs, j, value, kind in self.deferred:     # functions see every LHS binding
@@ -123,7 +105,7 @@ class _RuleAnalysis:
             return PNode(f"i_n{k}", "constant", term.pos, splat=number_text(term.text))
         if not isinstance(term, Call):
             raise term.pos.error(f"expected a term (an operation, variable or number), got "
-                                 f"{_describe(term)}")
+                                 f"{describe(term)}")
         term, alias = self.split_keyword(term, ALIAS)
         info = self.op_info(term)
         children = [self.pattern(a) for a in term.args]
@@ -134,7 +116,7 @@ class _RuleAnalysis:
             and direction.value in SYMMETRIC_DIRECTIONS)
         var = f"i_n{k}" if alias is None else self.bind_alias(alias, k)
         in_class = term.name in REWRITE_OP_CLASSES
-        op_var = self.bind(Name(term.name, term.pos), "op").name if in_class else ""
+        op_var = self.bind(Name(term.name, pos=term.pos), "op").name if in_class else ""
         return PNode(var, info.name, term.pos, children, attrs, f"i_t{k}",
                      commutative=commutative and len(children) == 2, op_var=op_var)
 
@@ -150,7 +132,7 @@ class _RuleAnalysis:
         """`as=b`: b names the matched term (a variable of its own, bound here)."""
         if k == 0:
             raise alias.pos.error("the whole matched term is 'root'; 'as' names a term inside it")
-        if not isinstance(alias, Name) or not _is_variable_name(alias.name):
+        if not isinstance(alias, Name) or not is_variable_name(alias.name):
             raise alias.pos.error("'as' takes a variable name, e.g. broadcast(x, as=b)")
         if alias.name in self.vars:
             raise alias.pos.error(f"'{alias.name}' is already bound; 'as' needs a new name")
@@ -167,7 +149,7 @@ class _RuleAnalysis:
             if term.name in BUILDERS:
                 raise term.pos.error(f"'{term.name}' builds a constant: it can only appear on "
                                      "the right side")
-            raise term.pos.error(f"unknown op '{term.name}'{_suggest(term.name, OPS)}")
+            raise term.pos.error(f"unknown op '{term.name}'{suggest(term.name, OPS)}")
         if info.arity != VARIADIC and len(term.args) != info.arity:
             raise term.pos.error(f"{term.name} takes {info.arity} operand"
                                  f"{'' if info.arity == 1 else 's'}, got {len(term.args)}")
@@ -185,7 +167,7 @@ class _RuleAnalysis:
             if isinstance(value, Call):
                 out.append((name, None))
                 self.deferred.append((out, j, value, kind))
-            elif isinstance(value, Name) and _is_variable_name(value.name):
+            elif isinstance(value, Name) and is_variable_name(value.name):
                 out.append((name, self.bind(value, kind)))
             else:
                 out.append((name, self.expect(self.value(value), kind, value)))
@@ -196,12 +178,12 @@ class _RuleAnalysis:
         for name, value in term.keywords:
             if name not in names:
                 raise value.pos.error(
-                    f"{term.name} has no attribute '{name}'{_suggest(name, names)} "
+                    f"{term.name} has no attribute '{name}'{suggest(name, names)} "
                     f"(its attributes: {', '.join(names)})")
         return dict(term.keywords)
 
     def bind(self, name: Name, kind: str) -> Var:
-        if not _is_variable_name(name.name):
+        if not is_variable_name(name.name):
             raise name.pos.error(f"expected {KIND_NAMES[kind]}, got the name '{name.name}' "
                                  "(variables start with a lowercase letter)")
         if name.name in DTYPES or name.name == "root":
@@ -214,94 +196,6 @@ class _RuleAnalysis:
             raise name.pos.error(f"'{name.name}' is {KIND_NAMES[var.kind]} elsewhere in this "
                                  f"rule, but {KIND_NAMES[kind]} here")
         return var
-
-    # --- values: guards and attribute values -----------------------------------------
-
-    def guard(self, g):
-        if isinstance(g, Comparison):
-            left, right = self.value(g.left), self.value(g.right)
-            left, right = self.resolve_dtype(left, right), self.resolve_dtype(right, left)
-            lk, rk = kind_of(left), kind_of(right)
-            if "term" in (lk, rk):
-                raise g.pos.error("terms are compared through their types, e.g. "
-                                  "dims(x) == dims(y)")
-            if lk != rk:
-                raise g.pos.error(f"cannot compare {KIND_NAMES[lk]} with {KIND_NAMES[rk]}")
-            if COMPARISONS[g.op].ordered and lk != "int":
-                raise g.pos.error(f"'{g.op}' compares integers, not {KIND_NAMES[lk]}")
-            return Compare(g.op, left, right)
-        if isinstance(g, Call) and g.name in FUNCTIONS and FUNCTIONS[g.name].public:
-            value = self.value(g)
-            if kind_of(value) != "bool":
-                raise g.pos.error(f"'{g.name}' is {KIND_NAMES[kind_of(value)]}, not a guard; "
-                                  f"compare it, e.g. {g.name}(...) == ...")
-            return value
-        name = getattr(g, "name", "")
-        guards = sorted(n for n, f in FUNCTIONS.items() if f.public and f.result == "bool")
-        raise g.pos.error(f"unknown guard '{name}'{_suggest(name, guards)} (guards: "
-                          f"{', '.join(guards)}, or comparisons)")
-
-    def resolve_dtype(self, value, other):
-        """`dtype(x) == f32`: a bare element type name next to a dtype is that dtype."""
-        if isinstance(value, Lit) and value.kind == "str" and kind_of(other) == "dtype":
-            return Lit(value.value, "dtype") if value.value in DTYPES else value
-        return value
-
-    def value(self, v):
-        if isinstance(v, Name):
-            if v.name == "root":
-                if self.rule is not None and self.root is None:
-                    raise v.pos.error("'root' is the whole matched term: use it in guards "
-                                      "and on the right side")
-                return Var(ROOT, "term")
-            var = self.vars.get(v.name)
-            if var is not None:
-                return var
-            if v.name in DTYPES:
-                return Lit(v.name, "dtype")
-            if not _is_variable_name(v.name):
-                return Lit(v.name, "str")
-            raise v.pos.error(f"unbound variable '{v.name}' (variables are bound on the left "
-                              "side)")
-        if isinstance(v, Number):
-            try:
-                return Lit(int(v.text), "int")
-            except ValueError:
-                raise v.pos.error(f"expected an integer, got {v.text}") from None
-        if isinstance(v, IntList):
-            return Lit(tuple(v.values), "ints")
-        if isinstance(v, String):
-            return Lit(v.value, "str")
-        if isinstance(v, Call):
-            fn = FUNCTIONS.get(v.name)
-            if fn is None or not fn.public:
-                if v.name in OPS:
-                    raise v.pos.error(f"'{v.name}' is an operation; only left-side variables, "
-                                      "root and functions of them can appear here")
-                public = sorted(n for n, f in FUNCTIONS.items() if f.public)
-                raise v.pos.error(f"unknown function '{v.name}'{_suggest(v.name, public)}")
-            if v.keywords:
-                raise v.pos.error(f"{v.name} takes no named arguments")
-            if len(v.args) != len(fn.params):
-                raise v.pos.error(f"{v.name} takes {len(fn.params)} argument"
-                                  f"{'' if len(fn.params) == 1 else 's'}, got {len(v.args)}")
-            args = tuple(self.expect(self.value(a), kind, a)
-                         for a, kind in zip(v.args, fn.params))
-            return Apply(fn.name, args)
-        raise v.pos.error(f"unexpected {_describe(v)}")
-
-    def expect(self, value, kind: str, node):
-        """`value` as an argument of `kind`; a term stands for its type."""
-        got = kind_of(value)
-        if kind == "type" and got == "term":
-            return TypeOf(value.name)
-        if kind == "dtype" and isinstance(value, Lit) and got == "str":
-            if value.value in DTYPES:
-                return Lit(value.value, "dtype")
-        if got != kind:
-            raise node.pos.error(f"expected {KIND_NAMES[kind]}, got {to_text(node)} "
-                                 f"({KIND_NAMES[got]})")
-        return value
 
     # --- right side --------------------------------------------------------------------
 
@@ -343,7 +237,7 @@ class _RuleAnalysis:
                                      "here: a constant needs a position whose type is known")
             return self.splat(number_text(term.text), expected, term.pos)
         if not isinstance(term, Call):
-            raise term.pos.error(f"expected a term, got {_describe(term)}")
+            raise term.pos.error(f"expected a term, got {describe(term)}")
         if term.name in FUNCTIONS and FUNCTIONS[term.name].public and term.name not in OPS:
             return self.computed_splat(term, expected)
         if term.name in BUILDERS:
@@ -446,16 +340,4 @@ class _RuleAnalysis:
                 return self.shaped_type(term, shape, types)
             return result_type(term.name, types, self.rhs_attrs(term))
         return None
-
-
-def _describe(node) -> str:
-    if isinstance(node, IntList):
-        return "a list"
-    if isinstance(node, String):
-        return "a string"
-    if isinstance(node, Number):
-        return f"the number {node.text}"
-    if isinstance(node, Name):
-        return f"the name '{node.name}'"
-    return type(node).__name__
 

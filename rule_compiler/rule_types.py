@@ -1,6 +1,6 @@
 """Result and operand types of new right-side terms, derived from what the rule knows.
 
-Two directions, both as rule_ir values so egglog and the checker compute the same thing:
+Two directions, both as guard IR values so egglog and the checker compute the same thing:
 `result_type` types an op from its operands' types (elementwise: the operand's type; compare:
 pred of the operands' dims; transpose: permuted dims), `operand_type` types an operand from
 its op's result and siblings (a splat in `add(x, 1)` takes the add's type, the value of
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..ops import OPS
 from ..shape_inference import ELEMENTWISE
-from .rule_ir import Apply, Lit, MakeType
+from .guard_ir import Apply, Lit, MakeType
 
 PRED = Lit("pred", "dtype")
 SCALAR_DIMS = Lit((), "ints")

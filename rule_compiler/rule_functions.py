@@ -18,21 +18,22 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import numpy as np
 
 from ..dtypes import COMPLEX_PART, DTYPES, float_info, int_info
 from ..shape import Shape, array
-from .constants import representable
-from .schema import DTYPE_CLASSES
+from ..egraph.constants import representable
+from ..egraph.schema import (DTYPE_CLASSES, atom, constant_atom, function, relation, set_value,
+                     vec_of)
+from ..egraph.terms import egg_string
 
 class NoValue(Exception):
     """The function has no value here; the egglog rule would not match."""
 
 
-@dataclass(frozen=True)
-class TypeParts:
+class TypeParts(NamedTuple):
     """Egglog text of a Type's element type and dims (what rows with "type" params get)."""
     dtype: str
     dims: str
@@ -54,13 +55,6 @@ class Fn:
     # facts(calls) -> egglog declarations/facts the rows refer to; `calls` is the set of
     # argument tuples used in the program, literal values or None.
     facts: Callable | None = field(default=None, compare=False)
-
-
-def vec(items) -> str:
-    """An i64 vector; the empty one is written (vec-range 0) because egglog cannot infer
-    the element type of a bare (vec-empty) in a query."""
-    items = list(items)
-    return f"(vec-of {' '.join(items)})" if items else "(vec-range 0)"
 
 
 def _check_index(values, length: int) -> None:
@@ -119,8 +113,9 @@ def _array_dtypes() -> list[str]:
 
 
 def _real_type_facts(calls) -> str:
-    sets = "\n".join(f'(set (RealType "{d}") "{COMPLEX_PART.get(d, d)}")' for d in _array_dtypes())
-    return "(function RealType (String) String :no-merge)\n" + sets
+    sets = [set_value(atom("RealType", egg_string(d)), egg_string(COMPLEX_PART.get(d, d)))
+            for d in _array_dtypes()]
+    return "\n".join([function("RealType", ["String"], "String"), *sets])
 
 
 def _real_type_py(dtype: str) -> str:
@@ -131,9 +126,9 @@ def _real_type_py(dtype: str) -> str:
 
 def _can_hold_facts(calls) -> str:
     texts = sorted({c[0] for c in calls if c[0] is not None})
-    facts = [f'(CanHold "{t}" "{d}")' for t in texts for d in _array_dtypes()
+    facts = [atom("CanHold", egg_string(t), egg_string(d)) for t in texts for d in _array_dtypes()
              if representable(t, d)]
-    return "\n".join(["(relation CanHold (String String))", *facts])
+    return "\n".join([relation("CanHold", ["String", "String"]), *facts])
 
 
 # --- integer and list arithmetic ----------------------------------------------------------
@@ -163,18 +158,6 @@ def _min_of_py(lst):
     if not lst:
         raise NoValue
     return min(lst)
-
-
-CONSTANT_RELATION = "IsConstant"
-
-
-def _is_constant_facts(calls) -> str:
-    """(IsConstant e): e-class e holds a constant (a literal, or broadcasts of one)."""
-    r = CONSTANT_RELATION
-    return f"""(relation {r} (Term))
-(rule ((= e (Leaf "constant" k a t))) (({r} e)) :ruleset analysis :name "hlo-opt/constant")
-(rule ((= e (Op1 "broadcast" c a t)) ({r} c)) (({r} e)) :ruleset analysis
-      :name "hlo-opt/constant-broadcast")"""
 
 
 def _sort_py(lst):
@@ -264,8 +247,8 @@ def _preserving_pairs() -> tuple[tuple[str, str], ...]:
 
 
 def _preserves_facts(calls) -> str:
-    facts = [f'(PreservesValues "{a}" "{b}")' for a, b in _preserving_pairs()]
-    return "\n".join(["(relation PreservesValues (String String))", *facts])
+    facts = [atom("PreservesValues", egg_string(a), egg_string(b)) for a, b in _preserving_pairs()]
+    return "\n".join([relation("PreservesValues", ["String", "String"]), *facts])
 
 
 def _preserves_py(src, dst):
@@ -289,15 +272,16 @@ def _int_limits() -> dict[str, tuple[int, int]]:
 
 
 def _fits_facts(calls) -> str:
-    rows = [f'(set (IntLimits "{d}") (vec-of {lo} {hi}))' for d, (lo, hi) in _int_limits().items()]
-    return "\n".join(["(function IntLimits (String) IVec :no-merge)", *rows])
+    rows = [set_value(atom("IntLimits", egg_string(d)), vec_of([str(lo), str(hi)]))
+            for d, (lo, hi) in _int_limits().items()]
+    return "\n".join([function("IntLimits", ["String"], "IVec"), *rows])
 
 
 def _fits_egg(ctx, a):
     n, dtype = a
-    limits = ctx.bind(f"(IntLimits {dtype})")
-    ctx.atom(f"(<= (vec-get {limits} 0) {n})")
-    ctx.atom(f"(<= {n} (vec-get {limits} 1))")
+    limits = ctx.bind(atom("IntLimits", dtype))
+    ctx.atom(atom("<=", atom("vec-get", limits, 0), n))
+    ctx.atom(atom("<=", n, atom("vec-get", limits, 1)))
 
 
 def _fits_py(n, dtype):
@@ -310,7 +294,7 @@ def _fits_py(n, dtype):
 def _dtype_class(fn_name: str, relation: str) -> Fn:
     members = frozenset(DTYPE_CLASSES[relation])
     return Fn(fn_name, ("type",), "bool",
-              egg=lambda ctx, a: ctx.atom(f"({relation} {a[0].dtype})"),
+              egg=lambda ctx, a: ctx.atom(atom(relation, a[0].dtype)),
               py=lambda t: t.element_type in members,
               doc=f"the element type of x is one of {', '.join(sorted(members))}")
 
@@ -323,15 +307,15 @@ ELEMENT_TYPE_FUNCTIONS = frozenset({"dtype", *(row.name for row in _DTYPE_CLASS_
 _ROWS = [
     *_DTYPE_CLASS_ROWS,
     Fn("is_scalar", ("type",), "bool",
-       egg=lambda ctx, a: ctx.atom(f"(= 0 (vec-length {a[0].dims}))"),
+       egg=lambda ctx, a: ctx.atom(atom("=", 0, atom("vec-length", a[0].dims))),
        py=lambda t: t.rank == 0, doc="x has rank 0"),
     # The rule checker instantiates a variable this guard names as a constant (instantiate.py),
     # so in Python the guard holds.
     Fn("is_constant", ("term",), "bool",
-       egg=lambda ctx, a: ctx.atom(f"({CONSTANT_RELATION} {a[0]})"), py=lambda t: True,
-       facts=_is_constant_facts, doc="x is a constant: a literal or a broadcast of one"),
+       egg=lambda ctx, a: ctx.atom(constant_atom(a[0], f"i_c{a[0]}")), py=lambda t: True,
+       doc="x is a constant: a literal or a broadcast of one"),
     Fn("is_identity", ("ints",), "bool",
-       egg=lambda ctx, a: ctx.atom(f"(= {a[0]} (vec-range (vec-length {a[0]})))"),
+       egg=lambda ctx, a: ctx.atom(atom("=", a[0], atom("vec-range", atom("vec-length", a[0])))),
        py=lambda p: tuple(p) == tuple(range(len(p))), doc="p is {0, 1, ..., n-1}"),
     Fn("is_sorted", ("ints",), "bool", egg=None, host=True,
        py=lambda p: all(a < b for a, b in zip(p, p[1:])), doc="p is strictly increasing"),
@@ -339,13 +323,13 @@ _ROWS = [
        doc="r[i] = p[q[i]] (transpose of a transpose)"),
     Fn("invert", ("ints",), "ints", egg=None, host=True, py=_invert_py,
        doc="the inverse permutation"),
-    Fn("iota", ("int",), "ints", egg=lambda ctx, a: f"(vec-range {a[0]})",
+    Fn("iota", ("int",), "ints", egg=lambda ctx, a: atom("vec-range", a[0]),
        py=lambda n: tuple(range(n)), doc="{0, 1, ..., n-1}"),
-    Fn("size", ("ints",), "int", egg=lambda ctx, a: f"(vec-length {a[0]})",
+    Fn("size", ("ints",), "int", egg=lambda ctx, a: atom("vec-length", a[0]),
        py=lambda p: len(p), doc="the length of a list"),
     Fn("dims", ("type",), "ints", egg=lambda ctx, a: a[0].dims,
        py=lambda t: tuple(t.dims), doc="the dimensions of x"),
-    Fn("rank", ("type",), "int", egg=lambda ctx, a: f"(vec-length {a[0].dims})",
+    Fn("rank", ("type",), "int", egg=lambda ctx, a: atom("vec-length", a[0].dims),
        py=lambda t: t.rank, doc="the rank of x"),
     Fn("dtype", ("type",), "dtype", egg=lambda ctx, a: a[0].dtype,
        py=lambda t: t.element_type, doc="the element type of x"),
@@ -355,21 +339,21 @@ _ROWS = [
        py=lambda p: _i64(math.prod(p)), doc="the product of a list's elements (1 for {})"),
     Fn("min_of", ("ints",), "int", egg=None, host=True, py=_min_of_py,
        doc="the smallest element of a non-empty list"),
-    Fn("get", ("ints", "int"), "int", egg=lambda ctx, a: f"(vec-get {a[0]} {a[1]})",
+    Fn("get", ("ints", "int"), "int", egg=lambda ctx, a: atom("vec-get", *a),
        py=_get_py, doc="element i of a list (counting from 0)"),
     Fn("set", ("ints", "int", "int"), "ints", egg=None, host=True, py=_set_py,
        doc="the list with element i replaced by v"),
-    Fn("concat", ("ints", "ints"), "ints", egg=lambda ctx, a: f"(vec-append {a[0]} {a[1]})",
+    Fn("concat", ("ints", "ints"), "ints", egg=lambda ctx, a: atom("vec-append", *a),
        py=lambda p, q: tuple(p) + tuple(q), doc="the elements of p, then those of q"),
     Fn("complement", ("ints", "int"), "ints", egg=None, host=True, py=_complement_py,
        doc="{0, ..., n-1} without the elements of p (distinct, each in 0..n-1)"),
     Fn("sort", ("ints",), "ints", egg=None, host=True, py=_sort_py,
        doc="a list of distinct non-negative integers in increasing order"),
-    Fn("plus", ("int", "int"), "int", egg=lambda ctx, a: f"(+ {a[0]} {a[1]})",
+    Fn("plus", ("int", "int"), "int", egg=lambda ctx, a: atom("+", *a),
        py=lambda a, b: a + b, doc="a + b"),
-    Fn("minus", ("int", "int"), "int", egg=lambda ctx, a: f"(- {a[0]} {a[1]})",
+    Fn("minus", ("int", "int"), "int", egg=lambda ctx, a: atom("-", *a),
        py=lambda a, b: a - b, doc="a - b"),
-    Fn("times", ("int", "int"), "int", egg=lambda ctx, a: f"(* {a[0]} {a[1]})",
+    Fn("times", ("int", "int"), "int", egg=lambda ctx, a: atom("*", *a),
        py=lambda a, b: a * b, doc="a * b"),
     Fn("plus_each", ("ints", "ints"), "ints", egg=None, host=True,
        py=_each(lambda a, b: a + b), doc="elementwise p + q"),
@@ -380,7 +364,7 @@ _ROWS = [
     Fn("is_all", ("ints", "int"), "bool", egg=None, host=True,
        py=lambda p, v: all(x == v for x in p), doc="every element of p is v (true for {})"),
     Fn("is_widening", ("dtype", "dtype"), "bool",
-       egg=lambda ctx, a: ctx.atom(f"(PreservesValues {a[0]} {a[1]})"), py=_preserves_py,
+       egg=lambda ctx, a: ctx.atom(atom("PreservesValues", *a)), py=_preserves_py,
        facts=_preserves_facts,
        doc="every value of element type a is a value of b (a -> b -> a is the identity)"),
     Fn("fits", ("int", "dtype"), "bool", egg=_fits_egg, py=_fits_py, facts=_fits_facts,
@@ -390,11 +374,11 @@ _ROWS = [
        doc="result dims of a slice", public=False),
     Fn("pad_dims", ("ints", "ints", "ints", "ints"), "ints", egg=None, host=True,
        py=_pad_dims_py, doc="result dims of a pad", public=False),
-    Fn("real_type", ("dtype",), "dtype", egg=lambda ctx, a: f"(RealType {a[0]})",
+    Fn("real_type", ("dtype",), "dtype", egg=lambda ctx, a: atom("RealType", a[0]),
        py=_real_type_py, doc="c64 -> f32, c128 -> f64, others unchanged", public=False,
        facts=_real_type_facts),
     Fn("can_hold", ("str", "dtype"), "bool",
-       egg=lambda ctx, a: ctx.atom(f"(CanHold {a[0]} {a[1]})"),
+       egg=lambda ctx, a: ctx.atom(atom("CanHold", *a)),
        py=lambda text, dtype: representable(text, dtype),
        doc="the constant text is exactly a value of that element type", public=False,
        facts=_can_hold_facts),

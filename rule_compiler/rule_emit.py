@@ -4,7 +4,7 @@ One DSL rule becomes one egglog rule per *variant*: each commutative node matche
 operand order and each right-side splat of unknown rank is a bare scalar (rank 0) or a
 broadcast of one. Variants are discovered while emitting: `choose` raises NeedChoice the
 first time it meets a decision, and `emit_rule` re-emits once per option. Left-side splats
-need no variants: they match the IsSplat relation the analysis ruleset maintains. Everything
+need no variants: they match the constant analysis (schema.CONSTANT) in any form. Everything
 that can fail (functions, type lookups) is bound in the query; actions only build terms. A
 host function (a list function Python computes, host_calls.py) is a lookup in its answer
 table, plus a *request rule*: the query up to that lookup, adding the request. No egglog
@@ -15,43 +15,34 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 
+from ..egraph.host_calls import answer_table, request_table
+from ..egraph import schema
+from ..egraph.schema import (array_type, atom, attr, attr_constructor, eq, query_vec as vec,
+                             relation, rule, splat_atom, union)
+from ..egraph.terms import egg_string
 from ..ops import OPS
-from .host_calls import answer_table, request_table
-from .rule_functions import COMPARISONS, FUNCTIONS, TypeParts, vec
-from .rule_ir import (ROOT, Apply, Compare, Lit, MakeType, PNode, RNode, RuleIR, TypeOf, Var,
-                      kind_of)
+from .guard_ir import Apply, Compare, Lit, MakeType, TypeOf, Var
+from .rule_functions import COMPARISONS, FUNCTIONS, TypeParts
+from .rule_ir import ROOT, PNode, RNode, RuleIR
 from .rule_types import CLASS_REPRESENTATIVE, REWRITE_OP_CLASSES
-from .schema import attr_constructor
-from .terms import egg_string
-
-SPLAT_RELATION = "IsSplat"
-# (IsSplat e "1"): e-class e is a constant whose every element is 1 (a scalar constant, or
-# broadcasts of one). Computed with the analysis: left-side splats match any class holding
-# such a term, in one rule instead of one per form.
-SPLAT_DECLARATIONS = f"""(relation {SPLAT_RELATION} (Term String))
-(rule ((= e (Leaf "constant" k ({attr_constructor("constant")} v r) t)))
-      (({SPLAT_RELATION} e v)) :ruleset analysis :name "hlo-opt/splat-constant")
-(rule ((= e (Op1 "broadcast" c a t)) ({SPLAT_RELATION} c v))
-      (({SPLAT_RELATION} e v)) :ruleset analysis :name "hlo-opt/splat-broadcast")"""
 
 # (OpClass "unary" "negate"): the members of each op class (rule_types.REWRITE_OP_CLASSES).
-CLASS_DECLARATIONS = "\n".join(["(relation OpClass (String String))"] + [
-    f'(OpClass "{name}" "{op}")' for name, ops in REWRITE_OP_CLASSES.items() for op in ops])
+CLASS_DECLARATIONS = "\n".join([relation("OpClass", ["String", "String"])] + [
+    atom("OpClass", egg_string(name), egg_string(op))
+    for name, ops in REWRITE_OP_CLASSES.items() for op in ops])
 
 _ATOMIC = re.compile(r'[A-Za-z_][\w\-]*|-?\d+|"[^"]*"|\(vec-range 0\)')
 
 
 # How to make a computed copy of a value, per kind (see Emitter.value).
-FILTER_COPY = {"dtype": '(+ {} "")', "int": "(+ {} 0)"}
+FILTER_COPY = {"dtype": '""', "int": "0"}     # the value added to make the copy
 _VARIABLE = re.compile(r"[iv]_\w+")
 
 
-def term_constructor(op: str, operands: int) -> str:
-    """Leaf for operand-less opcodes (parameter, constant, iota, ...), Op1..Op3 by operand
-    count, OpV for the rest (after-all(), and four operands or more)."""
-    if OPS[CLASS_REPRESENTATIVE.get(op, op)].arity == 0:
-        return "Leaf"
-    return {1: "Op1", 2: "Op2", 3: "Op3"}.get(operands, "OpV")
+def is_leaf(op: str) -> bool:
+    """Operand-less opcodes (parameter, constant, iota, ...) are Leaf terms; after-all() is
+    an OpV without operands."""
+    return OPS[CLASS_REPRESENTATIVE.get(op, op)].arity == 0
 
 
 class NeedChoice(Exception):
@@ -89,7 +80,7 @@ class Emitter:
         var = self.bound.get(expr)
         if var is None:
             var = self.bound[expr] = f"i_e{len(self.bound)}"
-            self.atom(f"(= {var} {expr})")
+            self.atom(eq(var, expr))
         return var
 
     # --- values --------------------------------------------------------------------------
@@ -101,22 +92,22 @@ class Emitter:
             return v.name
         if isinstance(v, TypeOf):
             if v.term not in self.types:
-                self.types[v.term] = self.bind(f"(tyof {v.term})")
+                self.types[v.term] = self.bind(atom("tyof", v.term))
             return self.types[v.term]
         if isinstance(v, MakeType):
-            return f'(T {self.value(v.dtype)} {self.value(v.dims)} "")'
+            return array_type(self.value(v.dtype), self.value(v.dims), '""')
         if isinstance(v, Compare):
             left, right = self.value(v.left), self.value(v.right)
-            if v.op == "==" and kind_of(v.left) in FILTER_COPY \
+            if v.op == "==" and v.left.kind in FILTER_COPY \
                     and _VARIABLE.fullmatch(left) and _VARIABLE.fullmatch(right):
                 # `(= a b)` lets egglog unify a and b and join on them, and a dtype or a
                 # small integer matches nearly every row: a rule guarding dtype(x) ==
                 # dtype(y) enumerated the x and y candidates apart (~10 ms a run on a
                 # 1,000-node graph). Comparing two computed copies is a check made once the
                 # pattern has bound both.
-                copy = FILTER_COPY[kind_of(v.left)]
-                left, right = copy.format(left), copy.format(right)
-            self.atom(f"({COMPARISONS[v.op].egg} {left} {right})")
+                zero = FILTER_COPY[v.left.kind]
+                left, right = atom("+", left, zero), atom("+", right, zero)
+            self.atom(atom(COMPARISONS[v.op].egg, left, right))
             return ""
         return self.apply(v)
 
@@ -128,7 +119,7 @@ class Emitter:
         if parts is None:
             n = len(self.type_parts)
             parts = self.type_parts[var] = TypeParts(f"i_dt{n}", f"i_d{n}")
-            self.atom(f"(= {var} (T i_dt{n} i_d{n} i_x{n}))")
+            self.atom(eq(var, array_type(f"i_dt{n}", f"i_d{n}", f"i_x{n}")))
         return parts
 
     def apply(self, v: Apply) -> str:
@@ -147,17 +138,16 @@ class Emitter:
         for a, kind in zip(args, fn.params):
             columns += [self.bind(a.dtype), self.bind(a.dims)] if kind == "type" \
                 else [self.bind(a)]
-        call = " ".join(columns)
-        request = (self.request_query(call), f"({request_table(fn)} {call})")
+        request = (self.request_query(" ".join(columns)), atom(request_table(fn), *columns))
         if request not in self.requests:
             self.requests.append(request)
-        lookup = f"({answer_table(fn)} {call})"
+        lookup = atom(answer_table(fn), *columns)
         if fn.result == "bool":
             self.atom(lookup)
             self.lookups[lookup] = ""
             return ""
         var = self.bind(lookup)
-        self.lookups[f"(= {var} {lookup})"] = var
+        self.lookups[eq(var, lookup)] = var
         return var
 
     def request_query(self, call: str) -> str:
@@ -178,17 +168,17 @@ class Emitter:
         if node.op is None:
             return node.var
         if node.splat is not None:              # its type, if needed, comes from tyof
-            self.atom(f"({SPLAT_RELATION} {node.var} {egg_string(node.splat)})")
+            self.atom(splat_atom(node.var, egg_string(node.splat), f"i_c{node.var}"))
             return node.var
         self.types[node.var] = node.type_var
         children = [self.pattern(c) for c in node.children]
         if node.commutative and self.choose(("swap", node.var), 2):
             children.reverse()
         if node.op_var:
-            self.atom(f'(OpClass "{node.op}" {node.op_var})')
+            self.atom(atom("OpClass", egg_string(node.op), node.op_var))
         expr = self.term(node.op, children, node.attrs, node.type_var, key=f"{node.var}_k",
                          operands=f"{node.var}_xs", op_var=node.op_var)
-        self.atom(f"(= {node.var} {expr})")
+        self.atom(eq(node.var, expr))
         if node.var == ROOT:
             self.root_expr = expr
         return node.var
@@ -197,20 +187,16 @@ class Emitter:
              operands: str | None = None, op_var: str = "") -> str:
         """A term; with `operands`, an OpV's operands are matched through that variable;
         with `op_var`, its opcode is that variable's (an op class)."""
-        attr = f"({attr_constructor(op)} {' '.join(self.value(v) for _, v in attrs)})"
-        ctor = term_constructor(op, len(children))
-        name = op_var or f'"{op}"'
-        if ctor == "Leaf":
-            return f'(Leaf {name} {key} {attr} {type_text})'
-        if ctor != "OpV":
-            return f'({ctor} {name} {" ".join(children)} {attr} {type_text})'
-        if operands is None:
-            items = f"(vec-of {' '.join(children)})" if children else "(vec-empty)"
-            return f'(OpV {name} {items} {attr} {type_text})'
-        self.atom(f"(= {len(children)} (vec-length {operands}))")
+        fields = attr(attr_constructor(op), [self.value(v) for _, v in attrs])
+        name = op_var or egg_string(op)
+        if is_leaf(op):
+            return schema.leaf(name, key, fields, type_text)
+        if operands is None or 1 <= len(children) <= 3:
+            return schema.node(name, children, fields, type_text)
+        self.atom(eq(len(children), atom("vec-length", operands)))
         for i, child in enumerate(children):
-            self.atom(f"(= {child} (vec-get {operands} {i}))")
-        return f'(OpV {name} {operands} {attr} {type_text})'
+            self.atom(eq(child, atom("vec-get", operands, i)))
+        return atom("OpV", name, operands, fields, type_text)
 
     # --- right side ----------------------------------------------------------------------
 
@@ -221,18 +207,18 @@ class Emitter:
         if node.kind == "splat":
             parts = self.parts(node.type)
             text = egg_string(node.splat) if node.value is None else self.bind(
-                f"(to-string {self.value(node.value)})")
-            leaf = f'(Leaf "constant" 0 ({attr_constructor("constant")} {text} "") {{}})'
+                atom("to-string", self.value(node.value)))
+            value = attr(attr_constructor("constant"), [text, '""'])
             rank = static_length(node.type)
             if rank == 0 or rank is None and self.choose(("rsplat", node.id), 2) == 0:
                 if rank is None:
-                    self.atom(f"(= 0 (vec-length {parts.dims}))")
-                return leaf.format(type_text)
+                    self.atom(eq(0, atom("vec-length", parts.dims)))
+                return schema.leaf('"constant"', 0, value, type_text)
             if rank is None:
-                self.atom(f"(< 0 (vec-length {parts.dims}))")
-            scalar = leaf.format(f'(T {parts.dtype} {vec([])} "")')
-            return f'(Op1 "broadcast" {scalar} ({attr_constructor("broadcast")} {vec([])} "") ' \
-                   f"{type_text})"
+                self.atom(atom("<", 0, atom("vec-length", parts.dims)))
+            scalar = schema.leaf('"constant"', 0, value, array_type(parts.dtype, vec([]), '""'))
+            return schema.node('"broadcast"', [scalar], attr(attr_constructor("broadcast"),
+                                                      [vec([]), '""']), type_text)
         children = [self.build(c) for c in node.children]
         return self.term(node.op, children, node.attrs, type_text, key="0", op_var=node.op_var)
 
@@ -260,9 +246,9 @@ def emit_rule(ir: RuleIR) -> tuple[list[tuple[str, str]], list[tuple[str, str]],
         em.pattern(ir.lhs)
         for g in ir.guards:
             em.value(g)
-        actions = [f"(union {ROOT} {em.build(ir.rhs)})"]
+        actions = [union(ROOT, em.build(ir.rhs))]
         if ir.subsume:
-            actions.append(f"(subsume {em.root_expr})")
+            actions.append(atom("subsume", em.root_expr))
         return " ".join(actions)
 
     out, requests, calls = [], [], defaultdict(set)
@@ -292,4 +278,4 @@ def _variants(emit, types: dict[str, str] | None = None):
 
 
 def rule_command(query: str, actions: str, ruleset: str, name: str) -> str:
-    return f"(rule ({query})\n      ({actions})\n      :ruleset {ruleset} :name {egg_string(name)})"
+    return rule([query], [actions], ruleset, name)

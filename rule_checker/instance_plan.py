@@ -25,9 +25,10 @@ from dataclasses import dataclass, field
 from ..dtypes import DTYPES
 from ..shape import array
 from ..shape_inference import ELEMENTWISE
-from .rule_functions import ELEMENT_TYPE_FUNCTIONS, NoValue
-from .rule_ir import Apply, Compare, Lit, PNode, RuleIR, TypeOf, evaluate
-from .rule_types import REWRITE_OP_CLASSES, SHAPED
+from ..rule_compiler.rule_functions import ELEMENT_TYPE_FUNCTIONS, NoValue
+from ..rule_compiler.guard_ir import Apply, Compare, Lit, TypeOf, evaluate
+from ..rule_compiler.rule_ir import PNode, RuleIR
+from ..rule_compiler.rule_types import REWRITE_OP_CLASSES, SHAPED
 from .samplers import DTYPE_CHOICES
 
 ALL_DTYPES = tuple(sorted(name for name, d in DTYPES.items()

@@ -6,7 +6,7 @@ shape, most of the time); element types and fixed ranks come from the instance's
 (instance_plan.py: what the guards require); attribute values no rule names are drawn per
 opcode (samplers.py); anything invalid is filtered out by the verifier, by the rule's guards
 evaluated in Python, and by NoValue where the egglog rule would not match. The right side is
-typed by the very values the egglog rule computes (rule_ir.evaluate), so a right side that
+typed by the very values the egglog rule computes (guard_ir.evaluate), so a right side that
 shape inference rejects is a finding, not a filter.
 """
 from __future__ import annotations
@@ -20,11 +20,12 @@ from ..ops import ASSOCIATIVE
 from ..shape import Shape, array
 from ..shape_inference import ELEMENTWISE, INFERABLE, infer_shape
 from ..verifier import verify
-from .constants import representable, scalar_from_text
+from ..egraph.constants import representable, scalar_from_text
 from .instance_plan import Pins
-from .rule_functions import NoValue
-from .rule_ir import Apply, Lit, PNode, RNode, RuleIR, Var, evaluate
-from .rule_types import REWRITE_OP_CLASSES, operand_type
+from ..rule_compiler.rule_functions import NoValue
+from ..rule_compiler.guard_ir import Apply, Lit, Var, evaluate
+from ..rule_compiler.rule_ir import PNode, RNode, RuleIR
+from ..rule_compiler.rule_types import REWRITE_OP_CLASSES, operand_type
 from .samplers import DTYPE_CHOICES, FREE, SAMPLERS, Reject, no_free_fields
 
 # Ops whose sampler takes any shape the position expects (samplers.py).

@@ -31,9 +31,9 @@ from ..printer import format_literal
 from ..shape import Shape, array
 from .instance_plan import InstancePlan
 from .instantiate import IllTyped, Instance, Instantiator, Reject, indent
-from .rule_analysis import analyze_rule
-from .rule_ir import RuleIR
-from .rules import mode_allows
+from ..rule_compiler.rule_analysis import analyze_rule
+from ..rule_compiler.rule_ir import RuleIR
+from ..rule_compiler.rules import mode_allows
 
 INPUT_SETS = 8          # input fillings per instance
 ATTEMPTS_PER_TRIAL = 20

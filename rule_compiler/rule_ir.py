@@ -4,80 +4,15 @@ thing in the e-graph and another in its soundness check.
 
 Names are egglog query variables: `v_<name>` for the rule's own variables, `i_...` for the
 compiler's (LHS node `i_n<k>` with type `i_t<k>`, unnamed attribute fields `i_a<k>_<j>`).
-Values are small expression trees over them (Lit, Var, TypeOf, Apply, MakeType, Compare);
-`evaluate` gives their Python meaning from bindings of those variables.
+Guards and attribute values are guard IR over them (guard_ir.py).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from ..grammar.rules_parser import Fold, Pos, Rule
-from .rule_functions import COMPARISONS, FUNCTIONS, type_value
 
 ROOT = "i_n0"       # the matched term's e-class variable
-
-
-@dataclass(frozen=True)
-class Lit:
-    value: object
-    kind: str
-
-
-@dataclass(frozen=True)
-class Var:
-    """A query variable: a term ("term"), or an attribute value of some kind."""
-    name: str
-    kind: str
-
-
-@dataclass(frozen=True)
-class TypeOf:
-    term: str           # query variable of a term
-
-
-@dataclass(frozen=True)
-class Apply:
-    fn: str             # row of rule_functions.FUNCTIONS
-    args: tuple
-
-
-@dataclass(frozen=True)
-class MakeType:
-    dtype: object
-    dims: object
-
-
-@dataclass(frozen=True)
-class Compare:
-    op: str
-    left: object
-    right: object
-
-
-def kind_of(value) -> str:
-    if isinstance(value, (Lit, Var)):
-        return value.kind
-    if isinstance(value, Apply):
-        return FUNCTIONS[value.fn].result
-    if isinstance(value, Compare):
-        return "bool"
-    return "type"
-
-
-def evaluate(value, env: dict):
-    """Python value of `value`; env maps query variables to values (terms to their Shape).
-    Raises rule_functions.NoValue where the egglog rule would not match."""
-    if isinstance(value, Lit):
-        return value.value
-    if isinstance(value, Var):
-        return env[value.name]
-    if isinstance(value, TypeOf):
-        return env[value.term]
-    if isinstance(value, Apply):
-        return FUNCTIONS[value.fn].py(*(evaluate(a, env) for a in value.args))
-    if isinstance(value, MakeType):
-        return type_value(evaluate(value.dtype, env), evaluate(value.dims, env))
-    return COMPARISONS[value.op].py(evaluate(value.left, env), evaluate(value.right, env))
 
 
 @dataclass
@@ -125,4 +60,4 @@ class RuleIR:
 @dataclass
 class FoldIR:
     fold: Fold
-    guards: list            # bool values over TypeOf(ROOT)
+    guards: list            # bool values over `root` (guard_analysis.fold_scope)
