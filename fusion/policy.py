@@ -10,6 +10,8 @@ consumer's and the producer's opcodes (or their classes) and its guards hold; tw
 whose outputs come from `~`-related opcodes may merge into one multi-output kernel; every
 kernel formed must satisfy every `limit`. Guards use the rule language's functions on
 `producer`, `consumer`, `a`, `b` (instructions: their types) and `kernel`, plus `target`.
+Whatever the declarations say, an instruction the target's code generator cannot emit
+(targets.emits) shares no kernel: it runs on its own.
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from ..errors import HloError
 from ..grammar.rules_parser import Call, Comparison, Fuse, Limit, Name, Number
 from ..ir import Instruction
 from ..ops import HEROES, OPS, is_elementwise
+from ..targets import emits
 
 
 def _in_class(cls: str) -> Callable[[str], bool]:
@@ -71,6 +74,7 @@ class FusionPolicy:
 
     def __init__(self, fuses: Iterable[Fuse], limits: Iterable[Limit], target: str):
         self.target = target
+        self.emitted = emits(target)
         self.producer_rules: list[_Decl] = []
         self.sibling_rules: list[_Decl] = []
         for f in fuses:
@@ -94,6 +98,8 @@ class FusionPolicy:
 
     # Guards see opcodes and types only, so answers are remembered by those.
     def may_fuse(self, consumer: Instruction, producer: Instruction, users: int) -> bool:
+        if not (self.emitted(consumer) and self.emitted(producer)):
+            return False
         key = (consumer.opcode, consumer.shape, producer.opcode, producer.shape, users)
         ok = self._answers.get(key)
         if ok is None:
@@ -104,6 +110,8 @@ class FusionPolicy:
         return ok
 
     def may_merge_siblings(self, a: Instruction, b: Instruction) -> bool:
+        if not (self.emitted(a) and self.emitted(b)):
+            return False
         key = (a.opcode, a.shape, b.opcode, b.shape)
         ok = self._answers.get(key)
         if ok is None:
