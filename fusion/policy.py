@@ -98,8 +98,6 @@ class FusionPolicy:
 
     # Guards see opcodes and types only, so answers are remembered by those.
     def may_fuse(self, consumer: Instruction, producer: Instruction, users: int) -> bool:
-        if not (self.emitted(consumer) and self.emitted(producer)):
-            return False
         key = (consumer.opcode, consumer.shape, producer.opcode, producer.shape, users)
         ok = self._answers.get(key)
         if ok is None:
@@ -107,11 +105,9 @@ class FusionPolicy:
             ok = self._answers[key] = any(
                 d.left(consumer.opcode) and d.right(producer.opcode) and self._holds(d, env)
                 for d in self.producer_rules)
-        return ok
+        return ok and self.emitted(consumer) and self.emitted(producer)
 
     def may_merge_siblings(self, a: Instruction, b: Instruction) -> bool:
-        if not (self.emitted(a) and self.emitted(b)):
-            return False
         key = (a.opcode, a.shape, b.opcode, b.shape)
         ok = self._answers.get(key)
         if ok is None:
@@ -120,7 +116,7 @@ class FusionPolicy:
                 ((d.left(a.opcode) and d.right(b.opcode)) or
                  (d.left(b.opcode) and d.right(a.opcode))) and self._holds(d, env)
                 for d in self.sibling_rules)
-        return ok
+        return ok and self.emitted(a) and self.emitted(b)
 
     def within_limits(self, kernel: KernelSize) -> bool:
         key = self._limited_by(kernel)

@@ -75,13 +75,11 @@ def is_scalar_constant(inst: Instruction) -> bool:
     return inst.opcode == "constant" and not inst.shape.is_tuple and inst.shape.rank == 0
 
 
-def split(comp: Computation, lowerable: Lowerable,
-          policy: FusionPolicy | None = None) -> list[Phase]:
+def split(comp: Computation, lowerable: Lowerable) -> list[Phase]:
     """The phases of a fused computation (its parameters are the kernel's inputs), in an
     order where every phase's inputs come before it. `lowerable(inst)` says why an op cannot
-    be emitted (None if it can); such an op is a phase of its own, marked `fallback`.
-    `policy`: the fusion declarations (the default ones)."""
-    policy = policy or default_policy("cpu")
+    be emitted (None if it can); such an op is a phase of its own, marked `fallback`."""
+    policy = default_policy("cpu")
     return _walk(comp, lowerable, lambda inst, users, owners:
                  _inline_in(inst, comp, users, owners, policy))
 
