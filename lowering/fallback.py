@@ -1,7 +1,8 @@
 """What cannot be lowered yet, and running it through the reference interpreter instead.
 
 `why_not(inst)` is the one place that decides whether an instruction (with its called
-computations) has a kernel emitter; kernel formation asks it, and every "no" becomes a
+computations) has a kernel emitter. The fusion stage asks it (`missing_emitter`, through
+targets.emits) so that no such instruction shares a kernel, and every "no" becomes a
 fallback step that the compiled program runs by calling back into Python, where the
 interpreter evaluates that one instruction on the step's buffers. Fallbacks are loud: they
 are listed in `Executable.stats["fallbacks"]` and announced with a FallbackWarning.

@@ -14,7 +14,9 @@ kernel runs it, one loop structure at a time. Walking from the results towards t
   let it hold (`may_fuse`): a reduce its elementwise producers (`input_reduce`), a GEMM what
   it reads while packing its operands (`dot_operands`);
 * an expensive producer (`ops.EXPENSIVE_PER_ELEMENT`) that its phase would evaluate more
-  than once per element (through a broadcast, a window, ...) is stored instead;
+  than once per element (through a broadcast, a window, ...), or one element at a time in
+  order (a reduce with a reducer of several ops, such as an argmax), is stored instead: a
+  loop phase computes it first, vectorized;
 * index-only producers (`ops.INDEX_ONLY`) that several phases read are duplicated into each.
 
 A computation outside fusions is already cut into kernels: each of its instructions is a
@@ -135,9 +137,17 @@ def _inline_in(inst, comp, inst_users, owners, policy: FusionPolicy) -> list[Pha
         if p.fallback or not (per_element(p.root.opcode) or
                               policy.may_fuse(p.root, inst, n_users)):
             return None
-        if inst.opcode in EXPENSIVE_PER_ELEMENT and _reads(inst, p, inst_users) > 1.0:
+        if inst.opcode in EXPENSIVE_PER_ELEMENT and (_reads(inst, p, inst_users) > 1.0
+                                                    or _in_order(p.root)):
             return None
     return list(phases.values())
+
+
+def _in_order(root: Instruction) -> bool:
+    """A reduce whose reducer is not one associative op (an argmax) folds its elements one
+    at a time, in order: what it computes inline runs at scalar speed, not vectorized."""
+    from .emit_reduce import simple_reducer        # emit_reduce's import chain reaches here
+    return root.opcode == "reduce" and simple_reducer(root.attrs["to_apply"]) is None
 
 
 def _reads(inst, p: Phase, inst_users) -> float:
