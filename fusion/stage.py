@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 from importlib import resources
 
-from ..grammar.rules_parser import load_rules
+from ..grammar.rules_parser import RuleFile, load_rules
 from ..ir import Computation, Instruction, Module
 from ..kernels import executed_computations
 from ..ops import CONTROL
@@ -24,11 +24,16 @@ DEFAULT_DECLARATIONS = "fusion.rules"
 
 
 @functools.lru_cache(maxsize=None)
-def default_policy(target: str = "cpu") -> FusionPolicy:
-    """The default rule set's `fuse` and `limit` declarations, for `target`."""
+def _default_declarations() -> RuleFile:
     folder = resources.files("hlo_opt.rules").joinpath("default")
     with resources.as_file(folder.joinpath(DEFAULT_DECLARATIONS)) as path:
-        declared = load_rules(str(path))
+        return load_rules(str(path))
+
+
+def default_policy(target: str = "cpu") -> FusionPolicy:
+    """The default rule set's `fuse` and `limit` declarations, for `target`. A new policy
+    each time: what it remembers of the instructions it was asked about goes with it."""
+    declared = _default_declarations()
     return FusionPolicy(declared.fuses, declared.limits, target)
 
 
