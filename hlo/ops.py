@@ -4,7 +4,7 @@ properties of opcodes the stages ask about.
 Other stages ask this module instead of keeping their own opcode lists: the parser (unknown
 opcode?), shape inference and the interpreter (elementwise?), the e-graph encoder and rule
 compiler (commutative?), fusion rules and outlining (heroes), the kernel count, the
-lowering and the cost models (not a kernel? expensive?).
+lowering and the cost models (not a kernel? expensive? computed per element, inline?).
 """
 from __future__ import annotations
 
