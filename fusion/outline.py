@@ -62,7 +62,7 @@ class Outliner:
 
         def outer(op: Instruction) -> Instruction:
             if id(op) not in value:               # a free scalar constant, emitted on demand
-                value[id(op)] = _clone(op, [])
+                value[id(op)] = clone(op, [])
                 result.append(value[id(op)])
             return value[id(op)]
 
@@ -71,7 +71,7 @@ class Outliner:
             members = self._members(u, comp, kernels)
             if len(members) == 1:
                 inst = members[0]
-                value[id(inst)] = _clone(inst, [outer(o) for o in inst.operands])
+                value[id(inst)] = clone(inst, [outer(o) for o in inst.operands])
                 result.append(value[id(inst)])
                 continue
             view = views[u[1]]
@@ -81,7 +81,7 @@ class Outliner:
                 value[id(view.outputs[0])] = fusion
                 continue
             for idx, out in enumerate(view.outputs):
-                gte = Instruction(_unique_local(local, out.name), "get-tuple-element",
+                gte = Instruction(unique_local(local, out.name), "get-tuple-element",
                                   out.shape, [fusion], {"index": idx})
                 value[id(out)] = gte
                 result.append(gte)
@@ -102,9 +102,9 @@ class Outliner:
         for m in members:
             for o in m.operands:
                 if id(o) not in inner:            # a free scalar constant, copied in
-                    inner[id(o)] = _clone(o, [])
+                    inner[id(o)] = clone(o, [])
                     body.append(inner[id(o)])
-            inner[id(m)] = _clone(m, [inner[id(o)] for o in m.operands])
+            inner[id(m)] = clone(m, [inner[id(o)] for o in m.operands])
             body.append(inner[id(m)])
         outs = [inner[id(o)] for o in view.outputs]
         if len(outs) == 1:
@@ -118,16 +118,19 @@ class Outliner:
         name = self._unique(f"fused_{hero.opcode.replace('-', '_')}")
         fused = Computation(name, body, root)
         self.computations.append(fused)
-        return Instruction(_unique_local(local, f"{hero.opcode}_fusion"), "fusion", root.shape,
+        return Instruction(unique_local(local, f"{hero.opcode}_fusion"), "fusion", root.shape,
                            [outer(i) for i in view.inputs],
                            {"kind": kernel_kind(members), "calls": fused})
 
     def _unique(self, base: str) -> str:
-        return _unique_local(self.taken, base)
+        return unique_local(self.taken, base)
 
 
-def _clone(inst: Instruction, operands: list[Instruction]) -> Instruction:
-    return Instruction(inst.name, inst.opcode, inst.shape, operands, dict(inst.attrs),
+def clone(inst: Instruction, operands: list[Instruction], name: str | None = None,
+          attrs: dict | None = None) -> Instruction:
+    """A copy of `inst` reading `operands` (under another name, attributes when given)."""
+    return Instruction(name or inst.name, inst.opcode, inst.shape, operands,
+                       dict(inst.attrs) if attrs is None else attrs,
                        literal=inst.literal, parameter_number=inst.parameter_number,
                        line=inst.line, column=inst.column)
 
@@ -135,10 +138,10 @@ def _clone(inst: Instruction, operands: list[Instruction]) -> Instruction:
 def _rename_unique(body: list[Instruction]) -> None:
     seen: set[str] = set()
     for inst in body:
-        inst.name = _unique_local(seen, inst.name)
+        inst.name = unique_local(seen, inst.name)
 
 
-def _unique_local(taken: set[str], base: str) -> str:
+def unique_local(taken: set[str], base: str) -> str:
     name, n = base, 0
     while name in taken:
         n += 1

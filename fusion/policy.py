@@ -10,6 +10,8 @@ consumer's and the producer's opcodes (or their classes) and its guards hold; tw
 whose outputs come from `~`-related opcodes may merge into one multi-output kernel; every
 kernel formed must satisfy every `limit`. Guards are analyzed and evaluated as every rule
 file's guards are (rule_compiler/guard_analysis.py says what each declaration may name).
+Whatever the declarations say, an instruction the target's code generator cannot emit
+(targets.emits) shares no kernel: it runs on its own.
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ from ..rule_compiler.guard_ir import guards_hold, names_read
 from ..grammar.rules_parser import Fuse, Limit
 from ..ir import Instruction
 from ..ops import HEROES, OPS, is_elementwise
+from ..targets import emits
 
 
 def _in_class(cls: str) -> Callable[[str], bool]:
@@ -71,6 +74,7 @@ class FusionPolicy:
 
     def __init__(self, fuses: Iterable[Fuse], limits: Iterable[Limit], target: str):
         self.target = target
+        self.emitted = emits(target)
         self.producer_rules: list[_Decl] = []
         self.sibling_rules: list[_Decl] = []
         for f in fuses:
@@ -105,7 +109,7 @@ class FusionPolicy:
                 d.left(consumer.opcode) and d.right(producer.opcode)
                 and guards_hold(d.guards, env)
                 for d in self.producer_rules)
-        return ok
+        return ok and self.emitted(consumer) and self.emitted(producer)
 
     def may_merge_siblings(self, a: Instruction, b: Instruction) -> bool:
         key = (a.opcode, a.shape, b.opcode, b.shape)
@@ -116,7 +120,7 @@ class FusionPolicy:
                 ((d.left(a.opcode) and d.right(b.opcode)) or
                  (d.left(b.opcode) and d.right(a.opcode))) and guards_hold(d.guards, env)
                 for d in self.sibling_rules)
-        return ok
+        return ok and self.emitted(a) and self.emitted(b)
 
     def within_limits(self, kernel: KernelSize) -> bool:
         key = self._limited_by(kernel)

@@ -4,7 +4,7 @@ properties of opcodes the stages ask about.
 Other stages ask this module instead of keeping their own opcode lists: the parser (unknown
 opcode?), shape inference and the interpreter (elementwise?), the e-graph encoder and rule
 compiler (commutative?), fusion rules and outlining (heroes), the kernel count, the
-lowering and the cost models (not a kernel? expensive?).
+lowering and the cost models (not a kernel? expensive? computed per element, inline?).
 """
 from __future__ import annotations
 
@@ -229,6 +229,23 @@ NOT_KERNELS = HOST_OPS | VIEWS | {"constant", "partition-id", "replica-id"}
 # once and storing rather than recomputing for every reader.
 EXPENSIVE_ELEMENTWISE = frozenset("""divide remainder sqrt rsqrt cbrt exponential
 exponential-minus-one log log-plus-one logistic tanh sine cosine tan atan2 erf power""".split())
+
+# Ops whose element at an output index comes from a few operand elements at related indices,
+# like an elementwise op's: a loop over the consumer's elements computes them inline instead
+# of reading them from memory. The others (dot, reduce, sort, scatter, ...) run loops of
+# their own over their operands, so their results are stored before anything reads them.
+_PER_ELEMENT = frozenset("""broadcast reshape bitcast transpose slice pad concatenate reverse
+iota constant dynamic-slice dynamic-update-slice gather map reduce-window fft""".split())
+# Of those, the ones whose element is one operand element (or its index): recomputing them
+# costs only address arithmetic, so every loop that reads one may compute its own copy.
+INDEX_ONLY = frozenset("broadcast reshape bitcast transpose slice reverse iota copy".split())
+# Of those, the ones dearer than an add per element: computed once and stored when a loop
+# would evaluate one element of them several times (through a broadcast, a window, ...).
+EXPENSIVE_PER_ELEMENT = EXPENSIVE_ELEMENTWISE | {"reduce-window", "map", "gather", "fft"}
+
+
+def per_element(opcode: str) -> bool:
+    return is_elementwise(opcode) or opcode in _PER_ELEMENT
 
 
 @lru_cache(maxsize=None)

@@ -6,7 +6,8 @@ and the runtime that calls them on numpy arrays.
     text = emit_llvm(module)             # the kernels' and the driver's LLVM IR
     text = emit_asm(module)              # their assembly for the host CPU
 
-Modules, one concept each: kernels (kernel formation), elemental (per-element values,
+Modules, one concept each: phases (what a kernel stores, what it computes inline; the
+kernels themselves come from the fusion stage, hlo_opt.fusion), elemental (per-element values,
 index arithmetic), emit_elementwise / convert / mathlib / float8 (scalar ops and types,
 ltypes), emit_loops (indices, loop nests), emit_reduce / emit_dot / emit_conv / emit_gather /
 emit_sort / emit_fft (ops with loop structures of their own), emit_kernel (one LLVM function

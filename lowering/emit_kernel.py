@@ -1,9 +1,9 @@
 """One kernel = one LLVM function computing a fused computation.
 
 The computation's parameters (then its array constants) are input buffers, its root's leaves
-output buffers. Inside, kernels.partition splits the computation into phases: each phase
-stores one instruction (an output, or a temporary a later phase reads, e.g. a reduce that a
-loop fusion broadcasts) and computes everything fused into it inline. The phase's emitter is
+output buffers. Inside, phases.split cuts the computation into phases: each phase stores
+one instruction (an output, or a temporary a later phase reads, e.g. a reduce that a loop
+fusion broadcasts) and computes everything fused into it inline. The phase's emitter is
 chosen by its root (PHASES): reduce, dot, convolution, scatter, sort, top-k and
 select-and-scatter have loop structures of their own; everything else is a loop over the
 output's elements, and adjacent such phases over one index space share one loop.
@@ -29,10 +29,11 @@ from ..errors import UnsupportedError
 from ..ir import Computation, Instruction
 from ..shape import default_layout
 from ..targets import cpu_facts
-from . import fallback, jit, kernels, vecmath
+from . import fallback, jit, phases, vecmath
 from .elemental import Elemental, Source
 from .emit_loops import Index, delinearize, for_range, row_split
 from .fingerprint import fingerprint
+from .phases import Phase
 from .intrinsics import declare, restore_fp_mode, set_flush_denormals
 from .ltypes import I32, I64, PTR, VOID, array_bytes, store
 
@@ -97,28 +98,20 @@ def _leaves(inst: Instruction):
 def emit_kernel(comp: Computation, name: str, key: str = "") -> KernelCode:
     """Emit `comp` as kernel `name` (UnsupportedError if some op has no emitter); `key` is
     its fingerprint when the caller has it."""
-    groups = kernels.partition(comp, fallback.why_not, fused=True)
-    for g in groups:
-        if g.fallback:
-            raise UnsupportedError(f"{g.root.opcode} in {comp.name}: {g.fallback}")
+    groups, steps, plans = plan_steps(comp)
     outputs = _outputs(comp)
     offsets = [sum(len(_leaves(o)) for o in outputs[:k]) for k in range(len(outputs))]
     out_shapes = [s for o in outputs for s in _leaves(o)]
     first: dict[int, int] = {}
     for o, off in zip(outputs, offsets):
         first.setdefault(id(o), off)
-    params = comp.parameters
-    constants = [i for i in comp.post_order()
-                 if i.opcode == "constant" and not kernels.is_scalar_constant(i)]
+    params, constants = comp.parameters, array_constants(comp)
     direct = {id(g.root) for g in groups if id(g.root) in first}
     temp_roots = [g.root for g in groups if id(g.root) not in direct]
     temp_sizes = [_padded(array_bytes(s)) for t in temp_roots for s in _leaves(t)]
     copies = [(o, off) for o, off in zip(outputs, offsets)
               if id(o) not in direct or first[id(o)] != off]
-    stored = {id(x) for x in params + constants} | {id(g.root) for g in groups}
-    phases = _phases(groups)
-    plans = [_plan([g.root for g in ph], stored) for ph in phases]
-    single = len(phases) == 1 and not copies
+    single = len(steps) == 1 and not copies
     extent, work = (plans[0][0], plans[0][1]) if single else (1, sum(p[1] for p in plans))
     scratch = max([p[2] for p in plans] + [0])
 
@@ -140,9 +133,9 @@ def emit_kernel(comp: Computation, name: str, key: str = "") -> KernelCode:
     begin, end, slot = args[n_buf:]
     sources = {id(p): Source(ptr, p.shape) for p, ptr in zip(params + constants, in_ptrs)}
     kb = KernelBuilder(impl, b, sources, begin, end, slot, args[n_buf - 1])
-    for phase, plan in zip(phases, plans):
+    for step, plan in zip(steps, plans):
         outs = []
-        for g in phase:
+        for g in step:
             root = g.root
             if id(root) in direct:
                 off = first[id(root)]
@@ -151,7 +144,7 @@ def emit_kernel(comp: Computation, name: str, key: str = "") -> KernelCode:
                 dests = [Source(next(temp_ptrs), s) for s in _leaves(root)]
             outs.append((root, dests))
         lo, hi = (begin, end) if single else (0, plan[0])
-        entry = PHASES.get(phase[0].root.opcode)
+        entry = PHASES.get(step[0].root.opcode)
         if entry:
             entry[0](kb, outs[0][0], outs[0][1], lo, hi)
         else:
@@ -173,21 +166,47 @@ def emit_kernel(comp: Computation, name: str, key: str = "") -> KernelCode:
     return code
 
 
-def _phases(groups) -> list[list]:
-    """Groups in order, adjacent loop groups over the same index space that do not read
-    each other merged into one phase: one loop computing several outputs (a multi-output
-    fusion's results, or siblings kernels.partition put together)."""
-    phases: list[list] = []
+def plan_steps(comp: Computation) -> tuple[list[Phase], list[list[Phase]], list[tuple]]:
+    """The kernel's phases (UnsupportedError if some op has no emitter), its steps (the
+    phases in order, adjacent loops over the same index space that do not read each other
+    merged into one loop computing several outputs) and each step's plan (extent, work,
+    scratch bytes)."""
+    groups = phases.split(comp, fallback.why_not)
+    for g in groups:
+        if g.fallback:
+            raise UnsupportedError(f"{g.root.opcode} in {comp.name}: {g.fallback}")
+    steps: list[list[Phase]] = []
     for g in groups:
         loop = g.root.opcode not in PHASES
-        prev = phases[-1] if phases else None
+        prev = steps[-1] if steps else None
         if loop and prev and prev[0].root.opcode not in PHASES and \
                 _dims(prev[0].root) == _dims(g.root) and \
                 not {id(i) for i in g.inputs()} & {id(p.root) for p in prev}:
             prev.append(g)
         else:
-            phases.append([g])
-    return phases
+            steps.append([g])
+    stored = {id(x) for x in comp.parameters + array_constants(comp)} | \
+        {id(g.root) for g in groups}
+    return groups, steps, [_plan([g.root for g in step], stored) for step in steps]
+
+
+def threaded_steps(comp: Computation) -> list[list[Phase]] | None:
+    """The steps of a kernel to run as kernels of their own, each split across threads if
+    worth it: when it has several and one of them would be (a kernel of several steps runs
+    whole on one thread). None to run it as one kernel."""
+    _, steps, plans = plan_steps(comp)
+    if len(steps) > 1 and jit.has_openmp() and any(
+            extent > 1 and work >= cpu_facts.PARALLEL_MIN_WORK for extent, work, _ in plans) \
+            and cpu_facts.threads() > 1:
+        return steps
+    return None
+
+
+def array_constants(comp: Computation) -> list[Instruction]:
+    """Constants a kernel reads from the executable's constant table (after its
+    parameters); scalar ones are immediates."""
+    return [i for i in comp.post_order()
+            if i.opcode == "constant" and not phases.is_scalar_constant(i)]
 
 
 def _dims(inst):

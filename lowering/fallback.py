@@ -1,7 +1,8 @@
 """What cannot be lowered yet, and running it through the reference interpreter instead.
 
 `why_not(inst)` is the one place that decides whether an instruction (with its called
-computations) has a kernel emitter; kernel formation asks it, and every "no" becomes a
+computations) has a kernel emitter. The fusion stage asks it (`missing_emitter`, through
+targets.emits) so that no such instruction shares a kernel, and every "no" becomes a
 fallback step that the compiled program runs by calling back into Python, where the
 interpreter evaluates that one instruction on the step's buffers. Fallbacks are loud: they
 are listed in `Executable.stats["fallbacks"]` and announced with a FallbackWarning.
@@ -18,7 +19,7 @@ from ..interpreter import DISPATCH, Evaluator
 from ..interpreter.control import CUSTOM_CALLS
 from ..ir import Instruction
 from ..ops import HOST_OPS, TUPLE_OPS, VIEWS
-from . import emit_elementwise, emit_fft, kernels
+from . import elemental, emit_elementwise, emit_fft, emit_kernel
 from .ltypes import elem, supported
 
 
@@ -26,9 +27,6 @@ class FallbackWarning(UserWarning):
     """Some instructions of a compiled module run in the interpreter, not in kernels."""
 
 
-# Ops with a kernel emitter (besides elementwise ones); the rest fall back.
-_EMITTED = kernels.ELEMENTAL | {"dot", "convolution", "reduce", "scatter", "sort",
-                                "select-and-scatter", "fusion", "topk", "custom-call"}
 _SCALAR_OK = {"parameter", "constant", "broadcast", "copy"} | TUPLE_OPS | VIEWS
 
 
@@ -36,7 +34,7 @@ def why_not(inst: Instruction) -> str | None:
     """None if `inst` can be emitted as (part of) a kernel, else the reason it cannot (and
     the interpreter runs it). An instruction neither can run is refused here, at compile
     time: an UnsupportedError at its line and column."""
-    reason = _why_not(inst)
+    reason = missing_emitter(inst)
     if reason and not _interpretable(inst):
         raise UnsupportedError(f"{inst.opcode} ({inst.name}) cannot run: {reason}, and the "
                                f"interpreter has no rule for it", line=inst.line, column=inst.column)
@@ -49,11 +47,13 @@ def _interpretable(inst: Instruction) -> bool:
     return inst.opcode in DISPATCH
 
 
-def _why_not(inst: Instruction) -> str | None:
+def missing_emitter(inst: Instruction) -> str | None:
+    """What why_not says, without refusing an op the interpreter cannot run either (fusion
+    asks this of every op: targets.cpu_facts.emits)."""
     op = inst.opcode
     if op in HOST_OPS:
         return None
-    if op not in _EMITTED and not emit_elementwise.is_elementwise_op(op):
+    if not _has_emitter(op):
         return f"no kernel emitter for {op}"
     for shape in _shapes(inst):
         if not supported(shape.element_type):
@@ -62,6 +62,13 @@ def _why_not(inst: Instruction) -> str | None:
         return emit_elementwise.lowerable(inst)
     check = _CHECKS.get(op)
     return check(inst) if check else None
+
+
+def _has_emitter(op: str) -> bool:
+    """Elementwise ops, ops with a per-element generator (elemental.py) or a loop structure
+    of their own (emit_kernel.PHASES), and fusions of those."""
+    return (emit_elementwise.is_elementwise_op(op) or op in elemental.GENERATORS
+            or op in emit_kernel.PHASES or op == "fusion")
 
 
 def _shapes(inst):

@@ -1,8 +1,10 @@
 """The host program: what the compiled module does, step by step, on which buffers.
 
-A computation becomes a list of steps over buffers: kernel calls (one per group of
-kernels.partition, or per `fusion`), interpreter fallbacks, copies, and while / conditional
-steps holding the programs of their computations. tuple, get-tuple-element, call (inlined)
+A computation, its kernels formed by the fusion stage, becomes a list of steps over buffers:
+kernel calls (one per `fusion` and per other instruction with work of its own: a fusion
+whose loop steps one would rather thread runs as one call per step, see
+emit_kernel.threaded_steps), interpreter fallbacks, copies, and while / conditional steps
+holding the programs of their computations. tuple, get-tuple-element, call (inlined)
 and layout-preserving reshape/bitcast/copy of a stored value move no data: a value is a tree
 of buffers and these ops rearrange the tree. driver.py turns a program into LLVM code,
 buffers.py gives every temporary an offset in one arena.
@@ -18,7 +20,7 @@ from ..errors import UnsupportedError
 from ..ir import ELIDED, Computation, Instruction
 from ..shape import default_layout
 from ..targets import cpu_facts
-from . import fallback, kernels
+from . import emit_kernel, fallback, phases
 from .emit_kernel import ALIGN, KernelCode
 from .ltypes import array_bytes
 
@@ -106,9 +108,8 @@ class Program:
 class ProgramBuilder:
     """Builds programs for one module; shares its constant table, kernels and fallbacks."""
 
-    def __init__(self, kernel_for, grouping: bool = True):
+    def __init__(self, kernel_for):
         self.kernel_for = kernel_for   # Computation -> compiled KernelCode (cached)
-        self.grouping = grouping       # form kernels from unfused ops (kernels.partition)
         self.constants: list[np.ndarray] = []
         self._const_values: dict[int, Value] = {}
         self.fallbacks: list[FallbackCall] = []
@@ -138,15 +139,20 @@ class ProgramBuilder:
         result = self._emit(program, comp, args)
         return program, result
 
-    def _emit(self, program: Program, comp: Computation, args: list[Value]) -> Value:
-        """Append `comp`'s steps to `program`; its parameters are `args`. Returns its value."""
+    def _emit(self, program: Program, comp: Computation, args: list[Value],
+              units: list[list[phases.Phase]] | None = None) -> Value:
+        """Append `comp`'s steps to `program`; its parameters are `args`. Returns its value.
+        `units`: what each kernel computes (one or more phases), by default each instruction
+        one kernel."""
         order = comp.post_order()
         position = {id(i): n for n, i in enumerate(order)}
+        if units is None:
+            units = [[k] for k in phases.kernels(comp, fallback.why_not)]
         groups, waiting = {}, {}
-        for g in kernels.partition(comp, fallback.why_not, grouping=self.grouping):
-            for r in g.roots:
-                groups[id(r)] = g
-            waiting[id(g)] = len(g.roots)       # siblings run once the last root is reached
+        for unit in units:
+            for p in unit:
+                groups[id(p.root)] = unit
+            waiting[id(unit)] = len(unit)       # a loop step runs once its last root is reached
         values: dict[int, Value] = {}
 
         def value(inst):
@@ -179,14 +185,14 @@ class ProgramBuilder:
             elif op == "conditional":
                 values[id(inst)] = self._conditional(program, inst, [value(o) for o in inst.operands])
             elif id(inst) in groups:
-                g = groups[id(inst)]
-                waiting[id(g)] -= 1
-                if waiting[id(g)] == 0:
-                    results = self._group(program, g, value, position)
-                    if g.siblings:
-                        values.update((id(r), v) for r, v in zip(g.roots, results))
+                unit = groups[id(inst)]
+                waiting[id(unit)] -= 1
+                if waiting[id(unit)] == 0:
+                    results = self._unit(program, unit, value, position)
+                    if len(unit) > 1:
+                        values.update((id(p.root), v) for p, v in zip(unit, results))
                     else:
-                        values[id(g.root)] = results
+                        values[id(unit[0].root)] = results
         return value(comp.root)
 
     def _new(self, program: Program, shape, label: str) -> Value:
@@ -198,25 +204,30 @@ class ProgramBuilder:
         program.temps.append(buf)
         return buf
 
-    def _group(self, program, g: kernels.Group, value, position) -> Value:
-        root = g.root
+    def _unit(self, program, unit: list[phases.Phase], value, position) -> Value:
+        """The steps computing one kernel's roots; returns their values."""
+        root = unit[0].root
         if root.opcode == "constant":
             return self.constant(root)
-        if g.fallback:
-            return self._fallback(program, root, g.fallback, [value(o) for o in root.operands])
-        if len(g.members) == 1 and not g.siblings and _is_view(root) and \
+        if unit[0].fallback:
+            return self._fallback(program, root, unit[0].fallback,
+                                  [value(o) for o in root.operands])
+        if len(unit) == 1 and len(unit[0].members) == 1 and _is_view(root) and \
                 isinstance(value(root.operands[0]), Buffer):
             return value(root.operands[0])
         if root.opcode == "fusion":
             comp, inputs = root.attrs["calls"], list(root.operands)
         else:
-            inputs = g.inputs()
-            comp = kernels.group_computation(g, position, root.name)
+            inputs = phases.inputs_of(unit)
+            comp = phases.computation(unit, position, root.name)
         try:
-            kernel = self.kernel_for(comp)
+            steps = emit_kernel.threaded_steps(comp) if root.opcode == "fusion" else None
+            kernel = None if steps else self.kernel_for(comp)
         except UnsupportedError as e:               # an emitter refused: run the group
             return self._fallback(program, comp.root, str(e), [value(i) for i in inputs],
                                   comp=comp, inputs=inputs)
+        if steps:
+            return self._emit(program, comp, [value(i) for i in inputs], steps)
         ins = [value(i) for i in inputs] + [self.constant(c) for c in kernel.constants]
         if any(not isinstance(v, Buffer) for v in ins):
             raise UnsupportedError(f"{root.name}: a kernel input is not an array")

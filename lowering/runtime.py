@@ -4,7 +4,8 @@
     [y] = run(x)                         # outputs flattened like hlo_opt.evaluate
     run.stats                            # kernels, fallbacks, peak arena bytes, compile time
 
-compile: parse -> host program (program.py) with one kernel per group or fusion (emitted
+compile: parse -> kernels formed (hlo_opt.fusion, unless the module has fusions already) ->
+host program (program.py) with one kernel per fusion or other instruction (emitted
 once while cached, by fingerprint, and compiled in one batch) -> buffer assignment -> the
 driver function -> JIT. Executables and kernels are cached by fingerprint, the most
 recently used EXECUTABLE_CACHE_SIZE and KERNEL_CACHE_SIZE of them (LruCache). A call checks the arguments, allocates the outputs, and makes one
@@ -27,6 +28,7 @@ from collections import OrderedDict
 import numpy as np
 
 from ..errors import HloError
+from ..fusion.stage import fuse, has_fusions
 from ..interpreter.evaluator import coerce_argument
 from ..ir import Computation, Module
 from . import buffers, fallback, jit
@@ -132,9 +134,12 @@ def compile_module(module, target: str = "cpu", flush_denormals: bool = False) -
 
 
 def build(module: Module):
-    """(program, builder, output shapes) of a module: everything but the driver."""
-    fused = any(i.opcode == "fusion" for i in module.instructions())
-    builder = ProgramBuilder(kernel_for, grouping=not fused)
+    """(program, builder, output shapes) of a module: everything but the driver. A module
+    without fusions gets its kernels from the fusion stage first (the default declarations,
+    the cpu cost model), as optimize would form them; one with fusions keeps its own."""
+    if not has_fusions(module):
+        module = fuse(module, "cpu")
+    builder = ProgramBuilder(kernel_for)
     params, k = [], 0
     for p in module.entry.parameters:
         value, k = _param_value(p.shape, k)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass
-from typing import Mapping, NamedTuple, Sequence
+from typing import Callable, Mapping, NamedTuple, Sequence
 
 from ..ir import Instruction
 from ..shape import AnyShape
@@ -114,3 +114,18 @@ def cost_model(target: str) -> CostModel:
         from .tpu import TpuCostModel
         return TpuCostModel()
     raise KeyError(f"unknown target '{target}' (known: {', '.join(TARGETS)})")
+
+
+def emits(target: str) -> Callable[[Instruction], bool]:
+    """Whether the target's code generator computes an instruction in a kernel. One it
+    cannot emit runs on its own (on the CPU: through the interpreter, lowering/fallback.py),
+    so fusion never puts it in a kernel with others. The GPU and TPU models have no code
+    generator here: everything counts as emitted."""
+    if target == "cpu":
+        from .cpu_facts import emits as cpu_emits
+        return cpu_emits
+    return _always
+
+
+def _always(inst: Instruction) -> bool:
+    return True

@@ -79,3 +79,10 @@ def openmp_library() -> str | None:
     None disables threading (kernels then run on the calling thread)."""
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")   # idle workers sleep, not spin
     return ctypes.util.find_library("gomp")
+
+
+def emits(inst) -> bool:
+    """Whether the CPU code generator has an emitter for `inst` (its element types and
+    called computations included); the lowering's fallback module decides."""
+    from ..lowering.fallback import missing_emitter
+    return missing_emitter(inst) is None

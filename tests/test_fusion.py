@@ -15,9 +15,10 @@ import hlo_opt
 from hlo_opt import xla_oracle
 from hlo_opt.fusion.partition import Partition
 from hlo_opt.fusion.policy import FusionPolicy
+from hlo_opt.fusion.stage import default_policy, fuse
 from hlo_opt.errors import UnsupportedError
 from hlo_opt.kernels import kernel_report
-from hlo_opt.targets import cost_model
+from hlo_opt.targets import cost_model, emits
 from hlo_opt.tools.hlo_equiv import first_difference, random_array
 
 from conftest import CORPUS, corpus_files, corpus_ids
@@ -237,6 +238,65 @@ def test_a_minor_dim_transpose_fuses_on_cpu_but_not_on_gpu():
     gpu = fused(MINOR_TRANSPOSE, "gpu")
     assert kernel_report(cpu).kernels == 1 and fusions(cpu)[0][1] == ["transpose", "add"]
     assert kernel_report(gpu).kernels == 2 and "transpose" in unfused(gpu)
+
+
+TRANSPOSED_DOT = """HloModule tdot
+ENTRY main {
+  x = f32[96,64] parameter(0)
+  w = f32[96,80] parameter(1)
+  xt = f32[64,96] transpose(x), dimensions={1,0}
+  ROOT d = f32[64,80] dot(xt, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+"""
+
+
+def test_a_dot_takes_its_transposed_operand_on_cpu_only():
+    """`dot_operands`: the CPU's GEMM reads an operand's transpose while packing it. (The
+    fusion stage alone: the default rules would fold this transpose into the dot.)"""
+    cpu = fuse(hlo_opt.parse(TRANSPOSED_DOT), "cpu")
+    gpu = fuse(hlo_opt.parse(TRANSPOSED_DOT), "gpu")
+    assert fusions(cpu) == [("kOutput", ["transpose", "dot"])] and unfused(cpu) == []
+    assert fusions(gpu) == [] and unfused(gpu) == ["transpose", "dot"]
+
+
+# s4 arithmetic has no CPU emitter (the interpreter runs it); the negate of its widened
+# result has one.
+SUB_BYTE = """HloModule sub_byte
+ENTRY main {
+  x = s4[64] parameter(0)
+  y = s4[64] parameter(1)
+  a = s4[64] add(x, y)
+  c = s32[64] convert(a)
+  m = s32[64] multiply(c, c)
+  ROOT r = s32[64] add(m, c)
+}
+"""
+
+
+def test_an_op_the_cpu_cannot_emit_is_never_fused_for_the_cpu():
+    """What the CPU's code generator cannot emit runs on its own (through the
+    interpreter), so fusion for the cpu keeps it out of every kernel; for the gpu (no
+    such fact) the whole chain is one kernel."""
+    cpu = fused(SUB_BYTE, "cpu")
+    emitted = emits("cpu")
+    assert all(emitted(i) for f in cpu.entry.instructions if f.opcode == "fusion"
+               for i in f.attrs["calls"].instructions)
+    assert unfused(cpu) == ["add", "convert"]
+    assert fusions(cpu) == [("kLoop", ["multiply", "add"])]
+    assert [ops for _, ops in fusions(fused(SUB_BYTE, "gpu"))] == [
+        ["add", "convert", "multiply", "add"]]
+
+
+def test_compile_fuses_with_the_default_rule_sets_declarations():
+    """The declarations compile reads (rules/default/fusion.rules) are every `fuse` and
+    `limit` of the default rule set, which optimize fuses with."""
+    from hlo_opt.egraph.pipeline import compiled_rules
+    rules = compiled_rules("default", "xla")
+    policy = default_policy("cpu")
+    assert [d.name for d in policy.producer_rules + policy.sibling_rules] == \
+        [f.name for f in rules.fuses if f.relation == "<-"] + \
+        [f.name for f in rules.fuses if f.relation == "~"]
+    assert policy.limits == rules.limits
 
 
 def test_fusion_can_be_turned_off_and_the_rules_decide_what_may_fuse(tmp_path):

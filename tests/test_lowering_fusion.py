@@ -12,6 +12,7 @@ import hlo_opt
 from conftest import CORPUS
 from hlo_opt.tools.hlo_run import random_inputs
 from lowering_helpers import random_args, run_both
+from test_fusion import TRANSPOSED_DOT
 from test_lowering_corpus import assert_outputs_match
 
 ADD = """add { a = f32[] parameter(0)
@@ -154,3 +155,70 @@ def test_optimizer_fused_corpus_module_matches_interpreter(name):
     args = random_inputs(module, seed=0)
     with np.errstate(all="ignore"):
         assert_outputs_match(exe.run(args), hlo_opt.evaluate(module, args), name)
+
+
+@pytest.mark.parametrize("name", ["softmax", "layernorm", "mlp_fwd", "attention_1h",
+                                  "scan_rnn", "cond_switch", "gather_scatter"])
+def test_compile_forms_the_kernels_optimize_forms(name):
+    """compile of an unfused module runs the fusion stage optimize runs after extraction
+    (the default declarations, the cpu cost model): on the same extracted program, the same
+    kernels, called as often."""
+    path = CORPUS / f"{name}.hlo"
+    module = hlo_opt.parse(path.read_text(), str(path))
+    extracted = hlo_opt.optimize(module, fusion=False, time_limit=30)
+    assert not any(i.opcode == "fusion" for i in extracted.instructions())
+    ours = hlo_opt.compile(extracted)
+    theirs = hlo_opt.compile(hlo_opt.optimize(module, time_limit=30))
+    assert sorted(ours.kernels) == sorted(theirs.kernels)
+    assert ours.stats["kernel_calls"] == theirs.stats["kernel_calls"]
+
+
+def test_a_gemm_reads_its_transposed_operand_while_packing():
+    """The transpose joins the dot's kernel (`dot_operands`) and its phase: one kernel, one
+    loop structure, no transposed copy in memory."""
+    from hlo_opt.lowering.fallback import why_not
+    from hlo_opt.lowering.phases import split
+    exe = hlo_opt.compile(TRANSPOSED_DOT)
+    assert exe.stats["kernel_calls"] == 1
+    [kernel] = exe.kernels.values()
+    assert kernel.temps == []
+    assert [(p.root.opcode, [m.opcode for m in p.members]) for p in split(kernel.comp, why_not)] \
+        == [("dot", ["dot", "transpose"])]
+    module = hlo_opt.parse(TRANSPOSED_DOT)
+    ours, want = run_both(module, random_inputs(module, seed=1))
+    assert_outputs_match(ours, want, "transposed dot")
+
+
+BIAS_RELU = """HloModule bias_relu
+ENTRY e {{
+  x = f32[{n},{n}] parameter(0)
+  w = f32[{n},{n}] parameter(1)
+  b = f32[{n}] parameter(2)
+  d = f32[{n},{n}] dot(x, w), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
+  bb = f32[{n},{n}] broadcast(b), dimensions={{1}}
+  a = f32[{n},{n}] add(d, bb)
+  z = f32[] constant(0)
+  zb = f32[{n},{n}] broadcast(z), dimensions={{}}
+  ROOT r = f32[{n},{n}] maximum(a, zb)
+}}
+"""
+
+
+@pytest.mark.parametrize("n, calls", [(32, 1), (384, 2)])
+def test_a_gemm_worth_threading_runs_its_epilogue_as_a_step_of_its_own(n, calls, monkeypatch):
+    """A dot with its bias and relu is one kernel of two steps (the product, stored, then
+    the loop reading it). A kernel of several steps runs on one thread, so when the GEMM is
+    worth threading each step runs as a call of its own, split across the threads."""
+    from hlo_opt.lowering import jit
+    from hlo_opt.targets import cpu_facts
+    if not jit.has_openmp():
+        pytest.skip("no OpenMP runtime: kernels run on the calling thread")
+    monkeypatch.setattr(cpu_facts, "threads", lambda: 4)
+    text = BIAS_RELU.format(n=n)
+    exe = hlo_opt.compile(text)
+    assert exe.stats["kernel_calls"] == calls
+    assert any(k.comp.root.opcode == "dot" and k.parallel(4, cpu_facts.PARALLEL_MIN_WORK)
+               for k in exe.kernels.values()) == (calls == 2)
+    module = hlo_opt.parse(text)
+    ours, want = run_both(module, random_inputs(module, seed=2))
+    assert_outputs_match(ours, want, f"bias relu {n}")

@@ -139,8 +139,9 @@ def test_outputs_that_are_parameters_constants_or_repeated():
 
 
 def test_buffers_are_reused_along_a_chain():
-    """Ten kernels in a row (a reduce breaks fusion between them), each 64 KiB: live ranges
-    overlap pairwise only, so the arena holds a few buffers, not ten."""
+    """Ten kernels in a row (a reduce and the loop broadcasting its result cannot share one),
+    each writing 64 KiB: live ranges overlap pairwise only, so the arena holds a few
+    buffers, not ten."""
     lines = ["x = f32[128,128] parameter(0)", "z = f32[] constant(0)"]
     prev = "x"
     for i in range(10):
@@ -150,7 +151,7 @@ def test_buffers_are_reused_along_a_chain():
         prev = f"n{i}"
     lines.append(f"ROOT r = f32[128,128] negate({prev})")
     exe = hlo_opt.compile(module("\n".join(lines), ADD))
-    assert exe.stats["kernel_calls"] >= 20
+    assert exe.stats["kernel_calls"] >= 10
     assert exe.stats["peak_bytes"] <= 3 * 128 * 128 * 4
     x = np.random.default_rng(0).standard_normal((128, 128)).astype(np.float32)
     want = hlo_opt.evaluate(exe.module, [x])[0]

@@ -165,14 +165,23 @@ def test_variadic_argmax_reduce_with_fused_producers():
   k = s32[] select(pick, i, j)
   ROOT t = (f32[], s32[]) tuple(v, k)
 }"""
-    check(module("""
+    text = module("""
         x = f32[12,70] parameter(0)
         e = f32[12,70] exponential(x)
         i = s32[12,70] iota(), iota_dimension=1
         m = f32[] constant(-inf)
         z = s32[] constant(0)
         ROOT r = (f32[12], s32[12]) reduce(e, i, m, z), dimensions={1}, to_apply=argmax""",
-                 comp))
+                  comp)
+    check(text)
+    # One kernel; its reduce folds in order (scalar), so the exp is a vectorized loop phase
+    # first; the iota and the initial values are computed inline.
+    from hlo_opt.lowering.fallback import why_not
+    from hlo_opt.lowering.phases import split
+    [kernel] = hlo_opt.compile(text).kernels.values()
+    assert [(p.root.opcode, sorted(m.opcode for m in p.members))
+            for p in split(kernel.comp, why_not)] == [
+        ("exponential", ["exponential"]), ("reduce", ["constant", "constant", "iota", "reduce"])]
 
 
 def test_reduce_window_with_padding_strides_and_dilation():

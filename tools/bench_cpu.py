@@ -20,7 +20,7 @@ close two large kernels come: a memory-bound fused elementwise kernel (bytes mov
 bandwidth) and a compute-bound matmul (flops / peak); best of 15 calls each, outputs reused.
 
 --optimize runs ours on what hlo_opt.optimize makes of each fixture (default rules, fusion)
-instead of on the fixture with the lowering's own kernel formation; XLA and numpy still run
+instead of on the fixture (which compile fuses with the default declarations); XLA and numpy still run
 the fixture. Compile time then excludes optimization (bench_optimize times that).
 """
 from __future__ import annotations
