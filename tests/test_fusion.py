@@ -18,6 +18,7 @@ from hlo_opt.fusion.policy import FusionPolicy
 from hlo_opt.fusion.stage import default_policy, fuse
 from hlo_opt.errors import UnsupportedError
 from hlo_opt.kernels import kernel_report
+from hlo_opt.rule_compiler.guard_analysis import analyze_guards, kernel_scope
 from hlo_opt.targets import cost_model, emits
 from hlo_opt.tools.hlo_equiv import first_difference, random_array
 
@@ -296,7 +297,7 @@ def test_compile_fuses_with_the_default_rule_sets_declarations():
     assert [d.name for d in policy.producer_rules + policy.sibling_rules] == \
         [f.name for f in rules.fuses if f.relation == "<-"] + \
         [f.name for f in rules.fuses if f.relation == "~"]
-    assert policy.limits == rules.limits
+    assert policy.limits == [analyze_guards(lim.guards, kernel_scope()) for lim in rules.limits]
 
 
 def test_fusion_can_be_turned_off_and_the_rules_decide_what_may_fuse(tmp_path):
