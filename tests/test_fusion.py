@@ -299,8 +299,8 @@ def partition(text: str) -> Partition:
 
 
 def kernel_of(part: Partition, name: str):
-    [kernel] = [k for k in part.kernels.values()
-                if any(part.insts[m].name == name for m in k.inside)]
+    [kernel] = [k for k in part.graph.kernels
+                if any(part.graph.insts[m].name == name for m in k.inside)]
     return kernel
 
 
@@ -313,8 +313,8 @@ def depends_on_itself(part: Partition, groups: list[set[int]]) -> bool:
         for m in members:
             holders.setdefault(m, []).append(g)
     users: dict[int, list[int]] = {}
-    for i, inst in enumerate(part.insts):
-        for o in {part.pos[id(o)] for o in inst.operands}:
+    for i, inst in enumerate(part.graph.insts):
+        for o in {part.graph.pos[id(o)] for o in inst.operands}:
             users.setdefault(o, []).append(i)
     follows: list[set[int]] = [set() for _ in groups]
     for g, members in enumerate(groups):
@@ -372,18 +372,18 @@ def test_the_cycle_check_is_exact():
     rng = random.Random(0)
     refused = duplicated = 0
     for _ in range(300):
-        a, b = rng.sample(list(part.kernels.values()), 2)
-        readers, only_kernels = part._readers_of(a)
+        a, b = rng.sample(list(part.graph.kernels), 2)
+        readers, only_kernels = part.graph.readers_of(a)
         if readers and only_kernels and rng.random() < 0.3:
             assert part.merge("dup", [a, *readers])
             duplicated += 1
         else:
-            groups = [k.inside for k in part.kernels.values() if k is not a and k is not b]
+            groups = [k.inside for k in part.graph.kernels if k is not a and k is not b]
             cyclic = depends_on_itself(part, groups + [a.inside | b.inside])
             assert bool(part.merge(rng.choice(["multi", "siblings"]), [a, b])) != cyclic
             refused += cyclic
-        assert not depends_on_itself(part, [k.inside for k in part.kernels.values()])
-    assert refused > 20 and duplicated > 5 and len(part.kernels) < 30
+        assert not depends_on_itself(part, [k.inside for k in part.graph.kernels])
+    assert refused > 20 and duplicated > 5 and len(part.graph.kernels) < 30
 
 
 NON_XLA = corpus_files(include_xla_opt=False)
