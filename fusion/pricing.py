@@ -50,7 +50,11 @@ class Pricing:
         self.graph, self.policy, self.model = graph, policy, model
         self.legal_into = PairMemo(self._legal_into)    # (producer, consumer)
         self.union = PairMemo(self._union, symmetric=True)
-        self._edges: dict[tuple[int, int], bool] = {}   # (user, member) positions
+        # per kernel member: its users it may not be fused into (mostly none)
+        self._unfusible = [frozenset(u for u in graph.users[m] if graph.owned[u]
+                                     and not policy.may_fuse(graph.insts[u], graph.insts[m],
+                                                             len(graph.users[m])))
+                           if graph.owned[m] else frozenset() for m in range(len(graph.insts))]
         self._siblings: dict[tuple[int, int], bool] = {}
 
     def gain(self, kind: str, ks: tuple[Kernel, ...]) -> float | None:
@@ -66,8 +70,8 @@ class Pricing:
         union, (fan_out, written) = self.union(a, b), self._writes(a, b)
         if not self._allowed(union, fan_out):
             return None
-        before = self.cost(a) + self.cost(b)
-        return before - self.model.fused_cost(union.work, union.read, written)
+        return self.cost(a) + self.cost(b) - self.model.fused_cost(union.work, union.read,
+                                                                   written)
 
     def _dup(self, p: Kernel, consumers: tuple[Kernel, ...]) -> float | None:
         """Producer p copied into each of its readers, and gone."""
@@ -135,20 +139,15 @@ class Pricing:
     def _legal_into(self, producer: Kernel, consumer: Kernel) -> bool:
         """Every edge from the producer's members to the consumer's others is declared
         fusible."""
-        g = self.graph
-        sources = producer.exits & consumer.inputs
-        sources.update(producer.exits & producer.shared & consumer.inside)
-        return all(self._fusible(u, m) for m in sources
-                   for u in (g.user_sets[m] & consumer.inside) - producer.inside)
-
-    def _fusible(self, user: int, member: int) -> bool:
-        key = (user, member)
-        ok = self._edges.get(key)
-        if ok is None:
-            g = self.graph
-            ok = self._edges[key] = self.policy.may_fuse(g.insts[user], g.insts[member],
-                                                         len(g.users[member]))
-        return ok
+        unfusible = self._unfusible
+        inside = consumer.inside
+        for sources in (producer.exits & consumer.inputs,
+                        producer.exits & producer.shared & inside if producer.shared else ()):
+            for m in sources:
+                refused = unfusible[m]
+                if refused and not (refused & inside) <= producer.inside:
+                    return False
+        return True
 
     def _may_share(self, a: int, b: int) -> bool:
         ok = self._siblings.get((a, b))
