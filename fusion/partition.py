@@ -13,7 +13,13 @@ then the next, while any saves time:
 
 Candidates are found around each kernel a merge makes, priced when found (that orders the
 queue) and again when they come up, since merges in between may have changed the kernels
-around them. The result is a partition: a list of kernels (instruction lists) that
+around them: about ten pricings per merge. Before that search, one pass from the last
+instruction back moves each producer read by one kernel only into that kernel, where the
+policy allows it and it saves time: a merge that repeats no work and removes a written
+value, which the search would rank among the best anyway, at one pricing each. Chains of
+them are most of an elementwise module's merges (a 128-op exact GELU: 2.5 ms instead of
+18); what the pass leaves (values with several readers, siblings, multi-output kernels)
+is the search's. The result is a partition: a list of kernels (instruction lists) that
 outline.py turns into `fusion` instructions.
 """
 from __future__ import annotations
@@ -78,6 +84,7 @@ class Partition:
 
     def run(self) -> list[list[Instruction]]:
         """Apply profitable merges, best first; returns the kernels' instruction lists."""
+        self._into_sole_readers()
         queue = MergeQueue(self.pricing.gain)
         queue.offer(c for k in list(self.graph.kernels) for c in self._around(k))
         while (candidate := queue.pop()) is not None:
@@ -87,6 +94,17 @@ class Partition:
                 queue.offer(c for k in made for c in self._around(k, into=True))
         insts = self.graph.insts
         return [[insts[m] for m in sorted(k.inside)] for k in self.graph.kernels]
+
+    def _into_sole_readers(self) -> None:
+        """Each producer read by one kernel and nothing else into that kernel, when allowed
+        and profitable: consumers first, so a chain folds into its last kernel in one pass."""
+        g = self.graph
+        for p in sorted(g.kernels, key=lambda k: -k.order):
+            readers, only_kernels = g.readers_of(p)
+            if only_kernels and len(readers) == 1:
+                gain = self.pricing.gain("dup", (p, readers[0]))
+                if gain is not None and gain > 0:
+                    g.duplicate(p, readers)
 
     def views(self) -> list[KernelView]:
         """The views of the kernels run() returned, in the same order."""

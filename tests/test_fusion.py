@@ -261,6 +261,37 @@ def test_kernel_limits_are_obeyed(tmp_path):
     assert sizes and max(sizes) <= 3
 
 
+def test_a_chain_of_single_reader_ops_is_one_kernel_priced_about_once_per_op():
+    """Every value of this chain has one reader (a polynomial evaluated step by step, as in
+    erf): it folds into one kernel, pricing about one merge per instruction where the
+    best-first search would price about ten."""
+    from hlo_opt.egraph.pipeline import compiled_rules
+    lines = ["x = f32[1024] parameter(0)"]
+    prev = "x"
+    for i in range(40):
+        lines += [f"c{i} = f32[] constant({i + 1}.5)",
+                  f"b{i} = f32[1024] broadcast(c{i}), dimensions={{}}",
+                  f"m{i} = f32[1024] multiply({prev}, b{i})",
+                  f"t{i} = f32[1024] {'tanh' if i % 2 else 'exponential'}(m{i})"]
+        prev = f"t{i}"
+    lines[-1] = "ROOT " + lines[-1]
+    module = hlo_opt.parse("HloModule chain\nENTRY main {\n  " + "\n  ".join(lines) + "\n}\n")
+    rules = compiled_rules("default", "xla")
+    part = Partition(module.entry, FusionPolicy(rules.fuses, rules.limits, "cpu"),
+                     cost_model("cpu"))
+    priced = 0
+    gain = part.pricing.gain
+
+    def counted(kind, kernels):
+        nonlocal priced
+        priced += 1
+        return gain(kind, kernels)
+    part.pricing.gain = counted
+    kernels = part.run()
+    assert [len(k) for k in kernels] == [120]       # all but the parameter and the constants
+    assert priced <= 2 * len(module.entry.instructions)
+
+
 @pytest.mark.parametrize("text, message", [
     ("fuse f: elementwise <- frobnicate\n", "x.rules:1:1: 'frobnicate' is neither an opcode"),
     ("fuse f: add <- multiply when heroes(producer) <= 1\n", "x.rules:1:"),
