@@ -16,10 +16,11 @@ queue) and again when they come up, since merges in between may have changed the
 around them: about ten pricings per merge. Before that search, one pass from the last
 instruction back moves each producer read by one kernel only into that kernel, where the
 policy allows it and it saves time: a merge that repeats no work and removes a written
-value, which the search would rank among the best anyway, at one pricing each. Chains of
-them are most of an elementwise module's merges (a 128-op exact GELU: 2.5 ms instead of
-18); what the pass leaves (values with several readers, siblings, multi-output kernels)
-is the search's. The result is a partition: a list of kernels (instruction lists) that
+value, at one pricing each. Chains of them are most of an elementwise module's merges (a
+128-op exact GELU fuses in 2.5 ms instead of 18). Taking them in this order rather than by
+gain changes a few partitions, both ways (over the corpus and held-out modules: fewer
+bytes written on 16 of 55, more on 2, one more kernel on 2). What the pass leaves (values
+with several readers, siblings, multi-output kernels) is the search's. The result is a partition: a list of kernels (instruction lists) that
 outline.py turns into `fusion` instructions.
 """
 from __future__ import annotations
