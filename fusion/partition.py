@@ -17,7 +17,7 @@ around them: about ten pricings per merge. Before that search, one pass from the
 instruction back moves each producer read by one kernel only into that kernel, where the
 policy allows it and it saves time: a merge that repeats no work and removes a written
 value, at one pricing each. Chains of them are most of an elementwise module's merges (a
-128-op exact GELU fuses in 5 ms instead of 18). Taking them in this order rather than by
+128-op exact GELU fuses in 3.5 ms instead of 18). Taking them in this order rather than by
 gain changes a few partitions (over the corpus and held-out modules: fewer bytes written
 on 17 of 55; one more kernel on 2, where a reduction's producer went into it before it
 could join a sibling loop). What the pass leaves (values with several readers, siblings,
@@ -104,18 +104,19 @@ class Partition:
         g = self.graph
         for p in sorted(g.kernels, key=lambda k: -k.order):
             readers, only_kernels = g.readers_of(p)
-            if only_kernels and len(readers) == 1 and not self._narrows_shared(p):
+            if only_kernels and len(readers) == 1 and not self._narrows_shared(p, readers[0]):
                 gain = self.pricing.gain("dup", (p, readers[0]))
                 if gain is not None and gain > 0:
                     g.duplicate(p, readers)
 
-    def _narrows_shared(self, p: Kernel) -> bool:
-        """Does p make a smaller value of one that other kernels read too (a compare of an
-        activation, a convert to a narrower type)? Then computing it where that input is
-        computed, and writing the small value, may beat reading the wide one downstream:
-        a choice for the search."""
+    def _narrows_shared(self, p: Kernel, c: Kernel) -> bool:
+        """Does p make a smaller value of one that other kernels read too, and that its
+        reader c does not read yet (a compare of an activation for the backward pass, a
+        convert to a narrower type)? Then computing it where that input is computed, and
+        writing the small value, may beat c reading the wide one: a choice for the search."""
         g = self.graph
-        return any(len(g.readers[i]) > 1 and g.nbytes[i] > p.written for i in p.inputs)
+        return any(len(g.readers[i]) > 1 and g.nbytes[i] > p.written and i not in c.inputs
+                   for i in p.inputs)
 
     def views(self) -> list[KernelView]:
         """The views of the kernels run() returned, in the same order."""
