@@ -104,10 +104,13 @@ _FOLDER: str | None = None
 
 
 def scratch_folder() -> str:
-    """This process's folder for the files egglog reads (removed at exit)."""
+    """This process's folder for the files egglog reads (removed at exit): in memory where
+    the system has a writable /dev/shm (files rewritten on every call cost ~1 ms each on a
+    disk file system, ~10 µs there), else in the temporary folder."""
     global _FOLDER
     if _FOLDER is None:
-        _FOLDER = tempfile.mkdtemp(prefix="hlo-opt-facts-")
+        memory = "/dev/shm" if os.access("/dev/shm", os.W_OK | os.X_OK) else None
+        _FOLDER = tempfile.mkdtemp(prefix="hlo-opt-facts-", dir=memory)
         atexit.register(shutil.rmtree, _FOLDER, True)
     return _FOLDER
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 from ..ir import Computation, Instruction, Module, post_order
 from ..ops import CONTRACTION_HEROES, REDUCTION_HEROES, SIBLING_HEROES
 from ..shape import TupleShape
-from .partition import Partition, _free
+from .kernel_graph import is_free
+from .partition import Partition
 
 
 def kernel_kind(members: list[Instruction]) -> str:
@@ -36,7 +37,7 @@ class Outliner:
         local = {i.name for i in comp.instructions}
         producer: dict[int, tuple[str, int]] = {}     # value id -> the unit computing it
         units: list[tuple[str, int]] = []
-        views = part.final_views()
+        views = part.views()
         for k, members in enumerate(kernels):    # a value comes from a kernel writing it,
             units.append(("kernel", k))          # not from one holding a private copy
             for m in views[k].outputs:
@@ -45,10 +46,10 @@ class Outliner:
             for m in members:
                 producer.setdefault(id(m), ("kernel", k))
         for i, inst in enumerate(comp.instructions):
-            if id(inst) not in producer and not _free(inst):
+            if id(inst) not in producer and not is_free(inst):
                 producer[id(inst)] = ("inst", i)
                 units.append(("inst", i))
-        first = {u: min(part.pos[id(m)] for m in self._members(u, comp, kernels))
+        first = {u: min(part.graph.pos[id(m)] for m in self._members(u, comp, kernels))
                  for u in units}
         units.sort(key=first.__getitem__)
 

@@ -322,6 +322,37 @@ def test_kernel_limits_are_obeyed(tmp_path):
     assert sizes and max(sizes) <= 3
 
 
+def test_a_chain_of_single_reader_ops_is_one_kernel_priced_about_once_per_op():
+    """Every value of this chain has one reader (a polynomial evaluated step by step, as in
+    erf): it folds into one kernel, pricing about one merge per instruction where the
+    best-first search would price about ten."""
+    from hlo_opt.egraph.pipeline import compiled_rules
+    lines = ["x = f32[1024] parameter(0)"]
+    prev = "x"
+    for i in range(40):
+        lines += [f"c{i} = f32[] constant({i + 1}.5)",
+                  f"b{i} = f32[1024] broadcast(c{i}), dimensions={{}}",
+                  f"m{i} = f32[1024] multiply({prev}, b{i})",
+                  f"t{i} = f32[1024] {'tanh' if i % 2 else 'exponential'}(m{i})"]
+        prev = f"t{i}"
+    lines[-1] = "ROOT " + lines[-1]
+    module = hlo_opt.parse("HloModule chain\nENTRY main {\n  " + "\n  ".join(lines) + "\n}\n")
+    rules = compiled_rules("default", "xla")
+    part = Partition(module.entry, FusionPolicy(rules.fuses, rules.limits, "cpu"),
+                     cost_model("cpu"))
+    priced = 0
+    gain = part.pricing.gain
+
+    def counted(kind, kernels):
+        nonlocal priced
+        priced += 1
+        return gain(kind, kernels)
+    part.pricing.gain = counted
+    kernels = part.run()
+    assert [len(k) for k in kernels] == [120]       # all but the parameter and the constants
+    assert priced <= 2 * len(module.entry.instructions)
+
+
 @pytest.mark.parametrize("text, message", [
     ("fuse f: elementwise <- frobnicate\n", "x.rules:1:1: 'frobnicate' is neither an opcode"),
     ("fuse f: add <- multiply when heroes(producer) <= 1\n", "x.rules:1:"),
@@ -360,8 +391,8 @@ def partition(text: str) -> Partition:
 
 
 def kernel_of(part: Partition, name: str):
-    [kernel] = [k for k in part.kernels.values()
-                if any(part.insts[m].name == name for m in k.inside)]
+    [kernel] = [k for k in part.graph.kernels
+                if any(part.graph.insts[m].name == name for m in k.inside)]
     return kernel
 
 
@@ -374,8 +405,8 @@ def depends_on_itself(part: Partition, groups: list[set[int]]) -> bool:
         for m in members:
             holders.setdefault(m, []).append(g)
     users: dict[int, list[int]] = {}
-    for i, inst in enumerate(part.insts):
-        for o in {part.pos[id(o)] for o in inst.operands}:
+    for i, inst in enumerate(part.graph.insts):
+        for o in {part.graph.pos[id(o)] for o in inst.operands}:
             users.setdefault(o, []).append(i)
     follows: list[set[int]] = [set() for _ in groups]
     for g, members in enumerate(groups):
@@ -433,18 +464,18 @@ def test_the_cycle_check_is_exact():
     rng = random.Random(0)
     refused = duplicated = 0
     for _ in range(300):
-        a, b = rng.sample(list(part.kernels.values()), 2)
-        readers, only_kernels = part._readers_of(a)
+        a, b = rng.sample(list(part.graph.kernels), 2)
+        readers, only_kernels = part.graph.readers_of(a)
         if readers and only_kernels and rng.random() < 0.3:
             assert part.merge("dup", [a, *readers])
             duplicated += 1
         else:
-            groups = [k.inside for k in part.kernels.values() if k is not a and k is not b]
+            groups = [k.inside for k in part.graph.kernels if k is not a and k is not b]
             cyclic = depends_on_itself(part, groups + [a.inside | b.inside])
             assert bool(part.merge(rng.choice(["multi", "siblings"]), [a, b])) != cyclic
             refused += cyclic
-        assert not depends_on_itself(part, [k.inside for k in part.kernels.values()])
-    assert refused > 20 and duplicated > 5 and len(part.kernels) < 30
+        assert not depends_on_itself(part, [k.inside for k in part.graph.kernels])
+    assert refused > 20 and duplicated > 5 and len(part.graph.kernels) < 30
 
 
 NON_XLA = corpus_files(include_xla_opt=False)

@@ -151,6 +151,24 @@ def test_while_bodies_are_rewritten_too(rules):
     assert_equivalent(module, out)
 
 
+@pytest.mark.parametrize("enabled", [True, False])
+def test_optimize_leaves_the_garbage_collector_as_it_found_it(rules, enabled):
+    """Optimizing pauses Python's cyclic collector; it is back as it was afterwards, after
+    a failure too."""
+    import gc
+    module = entry("  x = f32[4] parameter(0)\n  ROOT n = f32[4] negate(x)")
+    was = gc.isenabled()
+    try:
+        gc.enable() if enabled else gc.disable()
+        hlo_opt.optimize(module, rules=rules)
+        assert gc.isenabled() == enabled
+        with pytest.raises(hlo_opt.HloError):
+            hlo_opt.optimize(module, rules=rules + ".missing")
+        assert gc.isenabled() == enabled
+    finally:
+        gc.enable() if was else gc.disable()
+
+
 def test_iteration_limit_stops_with_a_valid_program(growing):
     module = long_sum(10)
     out, report = hlo_opt.optimize(module, rules=growing, iteration_limit=2, stats=True)
