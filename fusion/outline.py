@@ -76,6 +76,8 @@ class Outliner:
                 result.append(value[id(inst)])
                 continue
             view = views[u[1]]
+            if not view.outputs:                  # dead code: pure ops no result reads
+                continue
             fusion = self._fuse(members, view, local, outer)
             result.append(fusion)
             if len(view.outputs) == 1:

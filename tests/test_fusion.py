@@ -520,3 +520,23 @@ def test_every_edge_inside_a_kernel_is_declared_fusible(name, target):
             for o in m.operands:
                 if id(o) in inside:
                     assert policy.may_fuse(m, o, users[id(o)]), (m.name, o.name)
+
+
+def test_instructions_no_result_reads_are_dropped_not_fused():
+    """The fusion stage called on a computation that still has dead code (extraction and
+    compile's flattening remove it first) outlines what the results need and drops the rest."""
+    from hlo_opt.fusion.outline import fuse_module
+    from hlo_opt.kernels import executed_computations
+    module = hlo_opt.parse("""HloModule dead
+ENTRY e {
+  p0 = f32[2] parameter(0)
+  a = f32[2] reshape(p0)
+  b = f32[2] abs(a)
+  c = f32[2] negate(b)
+  ROOT d = f32[2] exponential(p0)
+}""")
+    out = fuse_module(module, executed_computations(module), default_policy("cpu"),
+                      cost_model("cpu"))
+    assert [i.opcode for i in out.entry.instructions] == ["parameter", "exponential"]
+    x = np.array([0.5, -1.0], np.float32)
+    np.testing.assert_array_equal(hlo_opt.evaluate(out, [x])[0], hlo_opt.evaluate(module, [x])[0])
