@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Callable, NamedTuple
 
@@ -299,7 +300,12 @@ def _dtype_class(fn_name: str, relation: str) -> Fn:
               doc=f"the element type of x is one of {', '.join(sorted(members))}")
 
 
-_DTYPE_CLASS_ROWS = [_dtype_class("is_" + rel[2:].lower(), rel) for rel in DTYPE_CLASSES]
+def _guard_name(relation: str) -> str:
+    """IsIntOrPred -> is_int_or_pred."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", relation).lower()
+
+
+_DTYPE_CLASS_ROWS = [_dtype_class(_guard_name(rel), rel) for rel in DTYPE_CLASSES]
 # Functions of a term that read its element type only: the rule checker solves guards made
 # of these before it draws instances (instance_plan.py).
 ELEMENT_TYPE_FUNCTIONS = frozenset({"dtype", *(row.name for row in _DTYPE_CLASS_ROWS)})
