@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from test_rules_families import optimized
+from test_rules_families import ADD, optimized
 
 
 def form(inst) -> str:
@@ -16,7 +16,7 @@ def form(inst) -> str:
         return f"p{inst.parameter_number}"
     if inst.opcode == "constant" and inst.shape.rank == 0:
         value = inst.literal.item()
-        return str(int(value) if isinstance(value, (bool, int)) or value.is_integer() else value)
+        return f"{value:g}" if isinstance(value, float) else str(int(value))
     if inst.opcode == "broadcast" and inst.operands[0].shape.rank == 0:
         return form(inst.operands[0])
     name = inst.opcode + (f".{inst.attrs['direction']}" if inst.opcode == "compare" else "")
@@ -227,3 +227,23 @@ def test_abs_of_a_select_of_non_negative_values():               # AbsEliminatio
   m = f32[32] maximum(p0, bcast)
   s = f32[32] select(p1, bcast, m)
   ROOT a = f32[32] abs(s)""") in ("select(p1, 0, maximum(p0, 0))", "select(p1, 0, maximum(0, p0))")
+
+
+# --- reductions (reduce.rules, arithmetic.rules) ---------------------------------------------
+
+@pytest.mark.parametrize("element_type", ["s32", "u8", "f32"])
+def test_remainder_of_a_remainder_by_the_same_divisor(element_type):   # RepeatedRemainder
+    assert root_form(f"""
+  p = {element_type}[1000] parameter(0)
+  q = {element_type}[1000] parameter(1)
+  r = {element_type}[1000] remainder(p, q)
+  ROOT rr = {element_type}[1000] remainder(r, q)""") == "remainder(p0, p1)"
+
+
+def test_sum_of_negations_is_the_negated_sum():                  # ReduceOfNegate
+    out = optimized("""
+  p = f32[15,7] parameter(0)
+  n = f32[15,7] negate(p)
+  zero = f32[] constant(0)
+  ROOT r = f32[15] reduce(n, zero), dimensions={1}, to_apply=add""", computations=ADD)
+    assert form(out.entry.root) == "negate(reduce(p0, -0))"      # -(x + -0) is -x + 0
