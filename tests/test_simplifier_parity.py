@@ -247,3 +247,20 @@ def test_sum_of_negations_is_the_negated_sum():                  # ReduceOfNegat
   zero = f32[] constant(0)
   ROOT r = f32[15] reduce(n, zero), dimensions={1}, to_apply=add""", computations=ADD)
     assert form(out.entry.root) == "negate(reduce(p0, -0))"      # -(x + -0) is -x + 0
+
+
+@pytest.mark.parametrize("element_type, size, divisor, plus, expected", [
+    ("s32", 5, 5, False, "iota()"),                                    # RemainderOfIota
+    ("s32", 6, 5, False, "remainder(iota(), 5)"),
+    ("s32", 5, 5, True, "iota()"),                                     # RemainderOfNPlusIota
+    ("s8", 126, 5, True, "remainder(add(iota(), 5), 5)"),              # ...Overflow: 125 + 5
+    ("s32", 5, -5, True, "remainder(add(iota(), -5), -5)")])           # sign of the dividend
+def test_remainder_of_an_iota_by_a_constant(element_type, size, divisor, plus, expected):
+    t = f"{element_type}[{size}]"
+    sum_ = f"sum = {t} add(iota, c)" if plus else f"sum = {t} copy(iota)"
+    assert root_form(f"""
+  iota = {t} iota(), iota_dimension=0
+  five = {element_type}[] constant({divisor})
+  c = {t} broadcast(five), dimensions={{}}
+  {sum_}
+  ROOT r = {t} remainder(sum, c)""") == expected
