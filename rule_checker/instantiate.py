@@ -22,8 +22,8 @@ from ..shape_inference import ELEMENTWISE, INFERABLE, infer_shape
 from ..verifier import verify
 from ..egraph.constants import representable, scalar_from_text
 from .instance_plan import Pins
-from ..rule_compiler.rule_functions import NoValue
-from ..rule_compiler.guard_ir import Apply, Lit, Var, evaluate
+from ..rule_compiler.rule_functions import FUNCTIONS, NoValue
+from ..rule_compiler.guard_ir import Apply, Compare, Lit, SplatOf, Var, evaluate, splat_key
 from ..rule_compiler.rule_ir import PNode, RNode, RuleIR
 from ..rule_compiler.rule_types import REWRITE_OP_CLASSES, operand_type
 from .samplers import DTYPE_CHOICES, FREE, SAMPLERS, Reject, no_free_fields
@@ -95,7 +95,8 @@ def ir_attrs(op: str, fields: dict, operands: list[Shape], builder: _Builder) ->
 
 class Instantiator:
     """`fill(shape, rng)` draws the values of constants: variables the rule guards with
-    is_constant(x) become constants (a splat or a literal) instead of parameters. `pins`
+    is_constant(x) become constants (a splat or a literal) instead of parameters, and those
+    whose value a function reads (`log2(c)`) splats of a value the function draws. `pins`
     fixes the element types and ranks of variables and drawn results."""
 
     def __init__(self, ir: RuleIR, rng: np.random.Generator, fill=None, pins: Pins | None = None):
@@ -105,8 +106,10 @@ class Instantiator:
         self.insts: dict[str, Instruction] = {}
         self.params: list[Instruction] = []
         self.base = self.random_shape(free=True)
+        # (a computed splat's value is read by its implicit `fits` guard)
+        self.splat_draws = dict(_splat_reads(ir.guards))
         self.constants = {g.args[0].name for g in ir.guards
-                          if isinstance(g, Apply) and g.fn == "is_constant"}
+                          if isinstance(g, Apply) and g.fn == "is_constant"} | set(self.splat_draws)
 
     def random_shape(self, free: bool = False, dtype: str | None = None, rank: int | None = None,
                      min_rank: int = 0, empty: bool = False) -> Shape:
@@ -180,6 +183,8 @@ class Instantiator:
                 return self.insts[node.var]
             use = expected is not None and self.rng.random() < 0.9
             shape = expected if use else self.pinned_shape(node.var)
+            if node.var in self.splat_draws:
+                return self._bind_splat(node.var, shape, b)
             if node.var in self.constants:
                 return self._bind(node.var, self._constant(shape, b))
             inst = b.add("parameter", shape, parameter_number=len(self.params))
@@ -263,6 +268,15 @@ class Instantiator:
             c = b.add("constant", scalar, literal=value)
             return b.add("broadcast", shape, [c], {"dimensions": ()})
         return b.add("constant", shape, literal=np.asarray(self.fill(shape, self.rng)))
+
+    def _bind_splat(self, var: str, shape: Shape, b: _Builder) -> Instruction:
+        """A splat of a value drawn where the function reading it has one."""
+        try:
+            text = self.splat_draws[var](shape.element_type, self.rng)
+        except NoValue:
+            raise Reject("no value to draw for this element type") from None
+        self.env[splat_key(var)] = text
+        return self._bind(var, b.splat(text, shape))
 
     def _bind(self, var: str, inst: Instruction) -> Instruction:
         self.insts[var] = inst
@@ -349,6 +363,18 @@ class Instantiator:
             copies[id(inst)] = b.add(inst.opcode, inst.shape, operands, attrs,
                                      literal=inst.literal)
         return copies[id(inst)]
+
+
+def _splat_reads(values):
+    """(variable, draw) for each constant whose value a function among `values` reads."""
+    for v in values:
+        if isinstance(v, Apply):
+            for a in v.args:
+                if isinstance(a, SplatOf):
+                    yield a.term, FUNCTIONS[v.fn].draw
+            yield from _splat_reads(v.args)
+        elif isinstance(v, Compare):
+            yield from _splat_reads((v.left, v.right))
 
 
 def indent(text: str) -> str:

@@ -3,11 +3,12 @@
 Every declaration of a rule file has guards: rules (compiled to egglog by rule_emit.py and
 checked by the rule checker with `evaluate`), folds and fusion declarations (evaluated with
 `evaluate` while optimizing). They are small expression trees over named values; each node
-knows its kind ("ints", "int", "str", "dtype", "type", "term", "kernel", "bool"):
+knows its kind ("ints", "int", "str", "dtype", "type", "splat", "term", "kernel", "bool"):
 
     Lit    a literal                       Var      a value the scope binds
     TypeOf the type of a term              Apply    a function of rule_functions.FUNCTIONS
     MakeType a type from dtype and dims    Compare  a comparison (a guard)
+    SplatOf the value of a splat constant (its canonical text; rules only)
 
 In rules, Var names are egglog query variables (`v_<name>` for the rule's own, `i_...` for
 the compiler's); elsewhere they are what the declaration's scope binds (`root`, `producer`,
@@ -42,6 +43,18 @@ class TypeOf:
 
 
 @dataclass(frozen=True)
+class SplatOf:
+    """The canonical text of the scalar a term is a splat of; no value for other terms."""
+    term: str           # the Var name of a term
+    kind = "splat"
+
+
+def splat_key(term: str) -> tuple[str, str]:
+    """Where an evaluation environment keeps the splat value of `term`, when it has one."""
+    return ("splat", term)
+
+
+@dataclass(frozen=True)
 class Apply:
     fn: str             # row of rule_functions.FUNCTIONS
     args: tuple
@@ -66,7 +79,7 @@ class Compare:
     kind = "bool"
 
 
-Value = Lit | Var | TypeOf | Apply | MakeType | Compare
+Value = Lit | Var | TypeOf | SplatOf | Apply | MakeType | Compare
 
 
 def evaluate(value: Value, env: dict):
@@ -80,6 +93,10 @@ def evaluate(value: Value, env: dict):
             return env[name]
         case TypeOf(term):
             return array_type(env[term])
+        case SplatOf(term):
+            if splat_key(term) not in env:
+                raise NoValue
+            return env[splat_key(term)]
         case Apply(fn, args):
             return FUNCTIONS[fn].py(*(evaluate(a, env) for a in args))
         case MakeType(dtype, dims):
@@ -107,11 +124,11 @@ def array_type(shape) -> Shape:
 
 
 def names_read(value: Value) -> set[str]:
-    """The Var names a value reads (TypeOf reads its term)."""
+    """The Var names a value reads (TypeOf and SplatOf read their term)."""
     match value:
         case Lit():
             return set()
-        case Var(name, _) | TypeOf(name):
+        case Var(name, _) | TypeOf(name) | SplatOf(name):
             return {name}
         case Apply(_, args):
             return set().union(*map(names_read, args))

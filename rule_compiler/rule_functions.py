@@ -10,8 +10,9 @@ expressions or atoms (`egg`). Tables of facts are kept to element types (a few d
 egglog may join a table before its keys are computed.
 
 Value kinds: "ints" (IVec), "int" (i64), "str" (String), "dtype" (String naming an element
-type), "type" (a term's Type; Python: a Shape), "term" (the term itself), "bool" (a guard:
-emitted as query atoms).
+type), "type" (a term's Type; Python: a Shape), "splat" (the canonical text of the scalar a
+constant term is a splat of), "term" (the term itself), "bool" (a guard: emitted as query
+atoms).
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ import numpy as np
 
 from ..dtypes import COMPLEX_PART, DTYPES, float_info, int_info
 from ..shape import Shape, array
-from ..egraph.constants import representable
+from ..egraph.constants import number_text, representable
 from ..egraph.schema import (DTYPE_CLASSES, atom, constant_atom, function, relation, set_value,
                      vec_of)
 from ..egraph.terms import egg_string
@@ -55,6 +56,9 @@ class Fn:
     # facts(calls) -> egglog declarations/facts the rows refer to; `calls` is the set of
     # argument tuples used in the program, literal values or None.
     facts: Callable | None = field(default=None, compare=False)
+    # draw(dtype, rng) -> the text of a splat where the function has a value: what the rule
+    # checker gives a constant this function reads (a "splat" parameter).
+    draw: Callable | None = field(default=None, compare=False)
 
 
 def _check_index(values, length: int) -> None:
@@ -289,6 +293,32 @@ def _fits_py(n, dtype):
     return lo_hi is not None and lo_hi[0] <= n <= lo_hi[1]
 
 
+# --- values of constants -------------------------------------------------------------------
+
+def _log2_py(text: str) -> int:
+    """k where the splat's value is exactly 2^k (integers and floats alike)."""
+    try:
+        value = int(text) if text.lstrip("-").isdigit() else float(text)
+    except ValueError:                  # complex "(a, b)", NaN payloads
+        raise NoValue from None
+    if not (0 < value < math.inf):
+        raise NoValue
+    mantissa, exponent = math.frexp(value)
+    if mantissa != 0.5 or isinstance(value, int) and value & (value - 1):
+        raise NoValue
+    return exponent - 1
+
+
+_POWERS_OF_TWO = [number_text(repr(2.0 ** k)) for k in range(-12, 16)]
+
+
+def _draw_power_of_two(dtype: str, rng) -> str:
+    choices = [t for t in _POWERS_OF_TWO if representable(t, dtype)]
+    if not choices:
+        raise NoValue
+    return choices[rng.integers(len(choices))]
+
+
 # --- the table -----------------------------------------------------------------------------
 
 def _dtype_class(fn_name: str, relation: str) -> Fn:
@@ -314,6 +344,8 @@ _ROWS = [
     Fn("is_constant", ("term",), "bool",
        egg=lambda ctx, a: ctx.atom(constant_atom(a[0], f"i_c{a[0]}")), py=lambda t: True,
        doc="x is a constant: a literal or a broadcast of one"),
+    Fn("log2", ("splat",), "int", egg=None, host=True, py=_log2_py, draw=_draw_power_of_two,
+       doc="k where the constant c is a splat of 2^k (no value for other constants)"),
     Fn("is_identity", ("ints",), "bool",
        egg=lambda ctx, a: ctx.atom(atom("=", a[0], atom("vec-range", atom("vec-length", a[0])))),
        py=lambda p: tuple(p) == tuple(range(len(p))), doc="p is {0, 1, ..., n-1}"),
