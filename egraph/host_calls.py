@@ -31,7 +31,7 @@ RULESET = "host-requests"
 MAX_ROUNDS = 8          # request/answer rounds per iteration (nesting depth of host calls)
 
 _SORTS = {"ints": ("IVec",), "int": ("i64",), "str": ("String",), "dtype": ("String",),
-          "type": ("String", "IVec")}
+          "splat": ("String",), "type": ("String", "IVec")}
 
 
 def request_table(fn: Fn) -> str:

@@ -193,6 +193,11 @@ def union(a: str, b: str) -> str:
     return f"(union {a} {b})"
 
 
+def subsume(term: str) -> str:
+    """Retire a term: no rule matches it and extraction never picks it."""
+    return f"(subsume {term})"
+
+
 def set_value(call: str, value) -> str:
     return f"(set {call} {value})"
 

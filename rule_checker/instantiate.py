@@ -22,8 +22,8 @@ from ..shape_inference import ELEMENTWISE, INFERABLE, infer_shape
 from ..verifier import verify
 from ..egraph.constants import canonical_scalar_text, representable, scalar_from_text
 from .instance_plan import Pins
-from ..rule_compiler.rule_functions import NoValue, Splat
-from ..rule_compiler.guard_ir import Apply, Compare, Lit, Var, evaluate
+from ..rule_compiler.rule_functions import FUNCTIONS, NoValue
+from ..rule_compiler.guard_ir import Apply, Compare, Lit, SplatOf, Var, evaluate, splat_key
 from ..rule_compiler.rule_ir import PNode, RNode, RuleIR
 from ..rule_compiler.rule_types import REWRITE_OP_CLASSES, operand_type
 from .samplers import DTYPE_CHOICES, FREE, SAMPLERS, Reject, no_free_fields
@@ -95,7 +95,8 @@ def ir_attrs(op: str, fields: dict, operands: list[Shape], builder: _Builder) ->
 
 class Instantiator:
     """`fill(shape, rng)` draws the values of constants: variables the rule guards with
-    is_constant(x) become constants (a splat or a literal) instead of parameters. `pins`
+    is_constant(x) become constants (a splat or a literal) instead of parameters, and those
+    whose value a function reads (`log2(c)`) splats of a value the function draws. `pins`
     fixes the element types and ranks of variables and drawn results."""
 
     def __init__(self, ir: RuleIR, rng: np.random.Generator, fill=None, pins: Pins | None = None):
@@ -105,9 +106,11 @@ class Instantiator:
         self.insts: dict[str, Instruction] = {}
         self.params: list[Instruction] = []
         self.base = self.random_shape(free=True)
-        # Variables guarded by is_constant(x) are constants, those value(x) reads splats.
-        self.splats = {a.name for g in ir.guards for a in _calls(g, "value")}
-        self.constants = self.splats | {a.name for g in ir.guards for a in _calls(g, "is_constant")}
+        # Variables guarded by is_constant(x) are constants; those a function reads the value
+        # of (value(c), log2(c)) are splats drawn where it has one.
+        calls = list(_arguments(ir.guards))
+        self.splat_draws = {a.term: FUNCTIONS[fn].draw for fn, a in calls if isinstance(a, SplatOf)}
+        self.constants = {a.name for fn, a in calls if fn == "is_constant"} | set(self.splat_draws)
 
     def random_shape(self, free: bool = False, dtype: str | None = None, rank: int | None = None,
                      min_rank: int = 0, empty: bool = False) -> Shape:
@@ -181,10 +184,10 @@ class Instantiator:
                 return self.insts[node.var]
             use = expected is not None and self.rng.random() < 0.9
             shape = expected if use else self.pinned_shape(node.var)
+            if node.var in self.splat_draws:
+                return self._bind_splat(node.var, shape, b)
             if node.var in self.constants:
-                inst = self._bind(node.var, self._constant(shape, b, node.var in self.splats))
-                self.env[node.var] = Splat(inst.shape, splat_text(inst))
-                return inst
+                return self._bind(node.var, self._constant(shape, b))
             inst = b.add("parameter", shape, parameter_number=len(self.params))
             self.params.append(inst)
             return self._bind(node.var, inst)
@@ -256,7 +259,7 @@ class Instantiator:
             return shape if shape.rank else array(dtype, (3,))
         return None
 
-    def _constant(self, shape: Shape, b: _Builder, splat: bool) -> Instruction:
+    def _constant(self, shape: Shape, b: _Builder, splat: bool = False) -> Instruction:
         """A splat (always where `splat`, else half the time) or a literal, with values
         from `fill`."""
         if self.fill is None:
@@ -267,6 +270,22 @@ class Instantiator:
             c = b.add("constant", scalar, literal=value)
             return b.add("broadcast", shape, [c], {"dimensions": ()})
         return b.add("constant", shape, literal=np.asarray(self.fill(shape, self.rng)))
+
+    def _bind_splat(self, var: str, shape: Shape, b: _Builder) -> Instruction:
+        """A splat of a value drawn where the function reading it has one (of the usual
+        constant values where the function has no draw of its own)."""
+        draw = self.splat_draws[var]
+        if draw is None:
+            inst = self._constant(shape, b, splat=True)
+            text = splat_text(inst)
+        else:
+            try:
+                text = draw(shape.element_type, self.rng)
+            except NoValue:
+                raise Reject("no value to draw for this element type") from None
+            inst = b.splat(text, shape)
+        self.env[splat_key(var)] = text
+        return self._bind(var, inst)
 
     def _bind(self, var: str, inst: Instruction) -> Instruction:
         self.insts[var] = inst
@@ -355,16 +374,15 @@ class Instantiator:
         return copies[id(inst)]
 
 
-def _calls(value, fn: str):
-    """The variables passed to `fn` anywhere in a guard."""
-    if isinstance(value, Compare):
-        yield from _calls(value.left, fn)
-        yield from _calls(value.right, fn)
-    elif isinstance(value, Apply):
-        for arg in value.args:
-            if value.fn == fn and isinstance(arg, Var):
-                yield arg
-            yield from _calls(arg, fn)
+def _arguments(values):
+    """(function name, argument) of every function call anywhere in guards."""
+    for v in values:
+        if isinstance(v, Apply):
+            for a in v.args:
+                yield v.fn, a
+            yield from _arguments(v.args)
+        elif isinstance(v, Compare):
+            yield from _arguments((v.left, v.right))
 
 
 def splat_text(inst: Instruction) -> str | None:

@@ -12,7 +12,8 @@ a declaration's guards may use:
                          `outputs(kernel)`, `target`
 
 Terms stand for their types in the rule language's functions (rule_functions.FUNCTIONS);
-functions of the term itself (`is_constant`) read the e-graph, so only rules have them.
+functions of the term itself (`is_constant`) or of a constant's value (`log2`) read the
+e-graph, so only rules have them.
 """
 from __future__ import annotations
 
@@ -24,12 +25,14 @@ from ..dtypes import DTYPES
 from ..errors import HloError
 from ..grammar.rules_parser import Call, Comparison, IntList, Name, Number, String, to_text
 from ..ops import OPS
-from .guard_ir import Apply, Compare, Lit, TypeOf, Var
+from .guard_ir import Apply, Compare, Lit, SplatOf, TypeOf, Var
 from .rule_functions import COMPARISONS, FUNCTIONS
 
 KIND_NAMES = {"ints": "a list of integers", "int": "an integer", "str": "a name or string",
               "op": "an op class", "dtype": "an element type", "type": "a term",
-              "term": "a term", "kernel": "a kernel", "bool": "a guard"}
+              "splat": "a constant", "term": "a term", "kernel": "a kernel", "bool": "a guard"}
+# Parameter kinds that read the e-graph (a term itself, a constant's value): rules only.
+EGRAPH_KINDS = frozenset({"term", "splat"})
 # Kinds that are not values: a term is compared through its type, a kernel through its facts.
 NOT_COMPARABLE = {"term": "terms are compared through their types, e.g. dims(x) == dims(y)",
                   "kernel": "a kernel is compared through its counts, e.g. heroes(kernel) <= 1"}
@@ -140,7 +143,7 @@ class GuardAnalysis:
         """A function of the rule language this scope can use."""
         fn = FUNCTIONS.get(name)
         return fn is not None and fn.public and (self.scope.reads_egraph or
-                                                 "term" not in fn.params)
+                                                 not EGRAPH_KINDS & set(fn.params))
 
     def resolve_dtype(self, value, other):
         """`dtype(x) == f32`: a bare element type name next to a dtype is that dtype."""
@@ -207,10 +210,13 @@ class GuardAnalysis:
         return fact_var(v.name)
 
     def expect(self, value, kind: str, node):
-        """`value` as an argument of `kind`; a term stands for its type."""
+        """`value` as an argument of `kind`; a term stands for its type, or for its value
+        where a function reads a constant's."""
         got = value.kind
         if kind == "type" and got == "term":
             return TypeOf(value.name)
+        if kind == "splat" and got == "term":
+            return SplatOf(value.name)
         if kind == "dtype" and isinstance(value, Lit) and got == "str":
             if value.value in DTYPES:
                 return Lit(value.value, "dtype")

@@ -3,11 +3,12 @@
 Every declaration of a rule file has guards: rules (compiled to egglog by rule_emit.py and
 checked by the rule checker with `evaluate`), folds and fusion declarations (evaluated with
 `evaluate` while optimizing). They are small expression trees over named values; each node
-knows its kind ("ints", "int", "str", "dtype", "type", "term", "kernel", "bool"):
+knows its kind ("ints", "int", "str", "dtype", "type", "splat", "term", "kernel", "bool"):
 
     Lit    a literal                       Var      a value the scope binds
     TypeOf the type of a term              Apply    a function of rule_functions.FUNCTIONS
     MakeType a type from dtype and dims    Compare  a comparison (a guard)
+    SplatOf the value of a splat constant (its canonical text; rules only)
 
 In rules, Var names are egglog query variables (`v_<name>` for the rule's own, `i_...` for
 the compiler's); elsewhere they are what the declaration's scope binds (`root`, `producer`,
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from typing import assert_never
 
 from ..shape import Shape
-from .rule_functions import COMPARISONS, FUNCTIONS, NoValue, Splat, type_value
+from .rule_functions import COMPARISONS, FUNCTIONS, NoValue, type_value
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,18 @@ class Var:
 class TypeOf:
     term: str           # the Var name of a term
     kind = "type"
+
+
+@dataclass(frozen=True)
+class SplatOf:
+    """The canonical text of the scalar a term is a splat of; no value for other terms."""
+    term: str           # the Var name of a term
+    kind = "splat"
+
+
+def splat_key(term: str) -> tuple[str, str]:
+    """Where an evaluation environment keeps the splat value of `term`, when it has one."""
+    return ("splat", term)
 
 
 @dataclass(frozen=True)
@@ -66,7 +79,7 @@ class Compare:
     kind = "bool"
 
 
-Value = Lit | Var | TypeOf | Apply | MakeType | Compare
+Value = Lit | Var | TypeOf | SplatOf | Apply | MakeType | Compare
 
 
 def evaluate(value: Value, env: dict):
@@ -80,6 +93,10 @@ def evaluate(value: Value, env: dict):
             return env[name]
         case TypeOf(term):
             return array_type(env[term])
+        case SplatOf(term):
+            if splat_key(term) not in env:
+                raise NoValue
+            return env[splat_key(term)]
         case Apply(fn, args):
             return FUNCTIONS[fn].py(*(evaluate(a, env) for a in args))
         case MakeType(dtype, dims):
@@ -101,19 +118,17 @@ def guards_hold(guards, env: dict) -> bool:
 def array_type(shape) -> Shape:
     """The rule language's functions see arrays: a tuple-shaped term has no type for them
     (in egglog, its (TT ...) type matches no (T dtype dims extra))."""
-    if isinstance(shape, Splat):
-        shape = shape.shape
     if shape.is_tuple:
         raise NoValue
     return shape
 
 
 def names_read(value: Value) -> set[str]:
-    """The Var names a value reads (TypeOf reads its term)."""
+    """The Var names a value reads (TypeOf and SplatOf read their term)."""
     match value:
         case Lit():
             return set()
-        case Var(name, _) | TypeOf(name):
+        case Var(name, _) | TypeOf(name) | SplatOf(name):
             return {name}
         case Apply(_, args):
             return set().union(*map(names_read, args))

@@ -21,7 +21,7 @@ from ..egraph.schema import (array_type, atom, attr, attr_constructor, eq, query
                              relation, rule, splat_atom, union)
 from ..egraph.terms import egg_string
 from ..ops import OPS
-from .guard_ir import Apply, Compare, Lit, MakeType, TypeOf, Var
+from .guard_ir import Apply, Compare, Lit, MakeType, SplatOf, TypeOf, Var
 from .rule_functions import COMPARISONS, FUNCTIONS, TypeParts
 from .rule_ir import ROOT, PNode, RNode, RuleIR
 from .rule_types import CLASS_REPRESENTATIVE, REWRITE_OP_CLASSES
@@ -96,6 +96,10 @@ class Emitter:
             return self.types[v.term]
         if isinstance(v, MakeType):
             return array_type(self.value(v.dtype), self.value(v.dims), '""')
+        if isinstance(v, SplatOf):                  # the text of the constant analysis
+            text = f"i_s{v.term}"
+            self.atom(splat_atom(v.term, text, f"i_cs{v.term}"))
+            return text
         if isinstance(v, Compare):
             left, right = self.value(v.left), self.value(v.right)
             if v.op == "==" and v.left.kind in FILTER_COPY \
@@ -248,7 +252,7 @@ def emit_rule(ir: RuleIR) -> tuple[list[tuple[str, str]], list[tuple[str, str]],
             em.value(g)
         actions = [union(ROOT, em.build(ir.rhs))]
         if ir.subsume:
-            actions.append(atom("subsume", em.root_expr))
+            actions.append(schema.subsume(em.root_expr))
         return " ".join(actions)
 
     out, requests, calls = [], [], defaultdict(set)

@@ -10,8 +10,9 @@ expressions or atoms (`egg`). Tables of facts are kept to element types (a few d
 egglog may join a table before its keys are computed.
 
 Value kinds: "ints" (IVec), "int" (i64), "str" (String), "dtype" (String naming an element
-type), "type" (a term's Type; Python: a Shape), "term" (the term itself), "bool" (a guard:
-emitted as query atoms).
+type), "type" (a term's Type; Python: a Shape), "splat" (the canonical text of the scalar a
+constant term is a splat of), "term" (the term itself), "bool" (a guard: emitted as query
+atoms).
 """
 from __future__ import annotations
 
@@ -25,20 +26,13 @@ import numpy as np
 
 from ..dtypes import COMPLEX_PART, DTYPES, float_info, int_info
 from ..shape import Shape, array
-from ..egraph.constants import representable
-from ..egraph.schema import (CONSTANT, DTYPE_CLASSES, atom, constant_atom, function, relation,
-                             set_value, vec_of)
+from ..egraph.constants import number_text, representable
+from ..egraph.schema import (DTYPE_CLASSES, atom, constant_atom, function, relation, set_value,
+                             vec_of)
 from ..egraph.terms import egg_string
 
 class NoValue(Exception):
     """The function has no value here; the egglog rule would not match."""
-
-
-class Splat(NamedTuple):
-    """A constant term as the rule checker sees it: its type, and the canonical text of its
-    element where it is a splat (None for other literals)."""
-    shape: Shape
-    text: str | None
 
 
 class TypeParts(NamedTuple):
@@ -63,6 +57,10 @@ class Fn:
     # facts(calls) -> egglog declarations/facts the rows refer to; `calls` is the set of
     # argument tuples used in the program, literal values or None.
     facts: Callable | None = field(default=None, compare=False)
+    # draw(dtype, rng) -> the text of a splat where the function has a value: what the rule
+    # checker gives a constant this function reads (a "splat" parameter); None: a splat of
+    # the checker's usual constant values.
+    draw: Callable | None = field(default=None, compare=False)
 
 
 def _check_index(values, length: int) -> None:
@@ -121,21 +119,6 @@ def _int_of_text_py(text):
         return _i64(int(text))
     except ValueError:
         raise NoValue from None
-
-
-def _value_egg(ctx, a):
-    """The text of the splat's element, from the constant analysis, then read as an
-    integer by the host."""
-    from .guard_ir import Apply, Var          # guard_ir reads this table
-    text = f"i_sv{a[0]}"
-    ctx.atom(atom(CONSTANT, a[0], 0, text, f"i_sa{a[0]}", f"i_st{a[0]}"))
-    return ctx.apply(Apply("int_of_text", (Var(text, "str"),)))
-
-
-def _value_py(term):
-    if not isinstance(term, Splat) or term.text is None:
-        raise NoValue
-    return _int_of_text_py(term.text)
 
 
 # --- tables of facts -----------------------------------------------------------------------
@@ -321,6 +304,32 @@ def _fits_py(n, dtype):
     return lo_hi is not None and lo_hi[0] <= n <= lo_hi[1]
 
 
+# --- values of constants -------------------------------------------------------------------
+
+def _log2_py(text: str) -> int:
+    """k where the splat's value is exactly 2^k (integers and floats alike)."""
+    try:
+        value = int(text) if text.lstrip("-").isdigit() else float(text)
+    except ValueError:                  # complex "(a, b)", NaN payloads
+        raise NoValue from None
+    if not (0 < value < math.inf):
+        raise NoValue
+    mantissa, exponent = math.frexp(value)
+    if mantissa != 0.5 or isinstance(value, int) and value & (value - 1):
+        raise NoValue
+    return exponent - 1
+
+
+_POWERS_OF_TWO = [number_text(repr(2.0 ** k)) for k in range(-12, 16)]
+
+
+def _draw_power_of_two(dtype: str, rng) -> str:
+    choices = [t for t in _POWERS_OF_TWO if representable(t, dtype)]
+    if not choices:
+        raise NoValue
+    return choices[rng.integers(len(choices))]
+
+
 # --- the table -----------------------------------------------------------------------------
 
 def _dtype_class(fn_name: str, relation: str) -> Fn:
@@ -351,6 +360,10 @@ _ROWS = [
     Fn("is_constant", ("term",), "bool",
        egg=lambda ctx, a: ctx.atom(constant_atom(a[0], f"i_c{a[0]}")), py=lambda t: True,
        doc="x is a constant: a literal or a broadcast of one"),
+    Fn("value", ("splat",), "int", egg=None, host=True, py=_int_of_text_py,
+       doc="the element of a splat constant c where it is an integer (no value otherwise)"),
+    Fn("log2", ("splat",), "int", egg=None, host=True, py=_log2_py, draw=_draw_power_of_two,
+       doc="k where the constant c is a splat of 2^k (no value for other constants)"),
     Fn("is_identity", ("ints",), "bool",
        egg=lambda ctx, a: ctx.atom(atom("=", a[0], atom("vec-range", atom("vec-length", a[0])))),
        py=lambda p: tuple(p) == tuple(range(len(p))), doc="p is {0, 1, ..., n-1}"),
@@ -400,10 +413,6 @@ _ROWS = [
        py=_each(min), doc="elementwise min(p, q)"),
     Fn("is_all", ("ints", "int"), "bool", egg=None, host=True,
        py=lambda p, v: all(x == v for x in p), doc="every element of p is v (true for {})"),
-    # The rule checker draws a variable this function reads as a splat constant.
-    Fn("value", ("term",), "int", egg=_value_egg, py=_value_py,
-       doc="the element of a splat constant (a scalar constant or a broadcast of one), "
-           "where it is an integer"),
     Fn("is_widening", ("dtype", "dtype"), "bool",
        egg=lambda ctx, a: ctx.atom(atom("PreservesValues", *a)), py=_preserves_py,
        facts=_preserves_facts,
@@ -411,8 +420,6 @@ _ROWS = [
     Fn("fits", ("int", "dtype"), "bool", egg=_fits_egg, py=_fits_py, facts=_fits_facts,
        doc="the integer n is exactly a value of the element type (floats: |n| <= 2^mantissa)"),
     # Used by the compiler to derive the types of new terms and to guard their constants.
-    Fn("int_of_text", ("str",), "int", egg=None, host=True, py=_int_of_text_py,
-       doc="the integer a constant's canonical text names", public=False),
     Fn("slice_dims", ("ints", "ints", "ints"), "ints", egg=None, host=True, py=_slice_dims_py,
        doc="result dims of a slice", public=False),
     Fn("pad_dims", ("ints", "ints", "ints", "ints"), "ints", egg=None, host=True,

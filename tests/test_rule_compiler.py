@@ -449,6 +449,21 @@ def test_constants_are_recognized_as_such():
     assert not holds(eg, f'(= $p (Op2 "add" $x (Op2 "add" $y $two (A "") {S4}) (A "") {S4}))')
 
 
+def test_a_constant_value_function_matches_splats_where_it_has_a_value():
+    eg = egraph("rule r: divide(x, c) => shift-right-logical(x, log2(c)) when is_unsigned(x)")
+    U4 = '(T "u32" (vec-of 4) "")'
+    U = '(T "u32" (vec-empty) "")'
+    run(eg, f"""
+(let $x {param(0, U4)})
+(let $by8 (Op2 "divide" $x {bcast(const("8", U), U4)} (A "") {U4}))
+(let $by6 (Op2 "divide" $x {bcast(const("6", U), U4)} (A "") {U4}))
+{SATURATE}""")
+    three = bcast(const("3", U), U4)
+    assert holds(eg, f'(= $by8 (Op2 "shift-right-logical" $x {three} (A "") {U4}))')
+    assert not holds(eg, f'(= $by6 (Op2 "shift-right-logical" $x {bcast(const("2", U), U4)} '
+                         f'(A "") {U4}))')
+
+
 def _variants(text: str) -> int:
     return len(compile_text(text).rule_names)
 
@@ -500,6 +515,10 @@ class _InlineContext:
         self.atoms.append(text)
 
 
+# Constant texts the function rows are tried on ("str" and "splat" arguments).
+TEXTS = ("0", "1", "-1", "0.5", "-0", "300", "nan", "8", "0.125")
+
+
 def _random_arg(kind: str, rng: random.Random, k: int):
     """A random argument (Python value, egglog text); lists often of length k."""
     if kind == "type":
@@ -517,7 +536,7 @@ def _random_arg(kind: str, rng: random.Random, k: int):
     if kind == "dtype":
         d = rng.choice(["f32", "c64", "c128", "s16"])
         return d, f'"{d}"'
-    text = rng.choice(["0", "1", "-1", "0.5", "-0", "300", "nan"])
+    text = rng.choice(TEXTS)
     return text, f'"{text}"'
 
 
@@ -541,7 +560,7 @@ def test_function_rows_mean_the_same_in_egglog_and_python(name):
         eg = EGraph()
         run(eg, declarations())
         if fn.facts is not None:
-            run(eg, fn.facts({(t,) for t in ("0", "1", "-1", "0.5", "-0", "300", "nan")}))
+            run(eg, fn.facts({(t,) for t in TEXTS}))
         if fn.host:
             run(eg, host_tables(fn))
         k = rng.randint(0, 6)

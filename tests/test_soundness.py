@@ -176,6 +176,21 @@ def test_rules_with_aliases_shapes_and_computed_constants_are_checked():
     assert v.status == "sound", v.detail
 
 
+@pytest.mark.parametrize("text,status", [
+    ("rule r [strict]: divide(x, c) => shift-right-logical(x, log2(c)) when is_unsigned(x)",
+     "sound"),
+    ("rule r [strict]: divide(x, c) => shift-right-arithmetic(x, log2(c)) when is_signed(x)",
+     "unsound"),                                    # -7 / 2 = -3, -7 >> 1 = -4
+    ("rule r [strict]: remainder(x, c) => and(x, c) when is_unsigned(x) and log2(c) >= 0",
+     "unsound"),                                    # the mask is c - 1
+])
+def test_constants_a_function_reads_are_drawn_where_it_has_a_value(text, status):
+    v = verdict(text, trials=60)
+    assert v.status == status, v.detail
+    if status == "sound":
+        assert v.instances == 60
+
+
 def test_fp_mode_skips_rules_it_would_not_run():
     rule_file = rules_from_text("rule a [fast]: multiply(x, 0) => zeros_like(x)\n"
                                 "rule b [strict]: negate(negate(x)) => x", "t.rules")
