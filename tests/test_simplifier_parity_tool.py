@@ -1,0 +1,227 @@
+"""tools/cc_tests.py and tools/simplifier_parity.py: XLA's simplifier tests split into
+modules with what each expects, and each test's parity status from what our optimizer does."""
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from hlo_opt.tools import simplifier_parity as parity
+from hlo_opt.tools.cc_tests import split_tests
+
+MUL_ONE = """
+HloModule m
+ENTRY e {
+  p = f32[4] parameter(0)
+  one = f32[] constant(1)
+  b = f32[4] broadcast(one), dimensions={}
+  ROOT r = f32[4] multiply(p, b)
+}"""
+
+TRANSPOSE = """
+HloModule m
+ENTRY e {
+  p = f32[1,4] parameter(0)
+  ROOT t = f32[4,1] transpose(p), dimensions={1,0}
+}"""
+
+TEST_CC = rf'''
+namespace xla {{
+// A brace in a comment: {{
+TEST_F(AlgebraicSimplifierTest, MulOne) {{
+  const char* kModuleStr = R"({MUL_ONE})";
+  TF_ASSERT_OK_AND_ASSIGN(auto m, ParseAndReturnVerifiedModule(kModuleStr));
+  // EXPECT_FALSE(simplifier.Run(m.get()).value()); is only a comment
+  ASSERT_TRUE(AlgebraicSimplifier(default_options_).Run(m.get()).value());
+  EXPECT_THAT(m->entry_computation()->root_instruction(), GmockMatch(m::Parameter(0)));
+}}
+
+TEST_F(AlgebraicSimplifierTest, KeepsTranspose) {{
+  const char* hlo = R"hlo({TRANSPOSE})hlo";
+  TF_ASSERT_OK_AND_ASSIGN(auto m, ParseAndReturnVerifiedModule(hlo));
+  EXPECT_FALSE(simplifier.Run(m.get()).value());
+}}
+
+TEST_F(AlgebraicSimplifierTest, TransposeIsReshape) {{
+  const char* hlo = R"({TRANSPOSE})";
+  TF_ASSERT_OK_AND_ASSIGN(auto m, ParseAndReturnVerifiedModule(hlo));
+  AlgebraicSimplifier simplifier(default_options_);
+  TF_ASSERT_OK_AND_ASSIGN(bool changed, RunHloPass(&simplifier, m.get()));
+  EXPECT_TRUE(changed);
+  EXPECT_THAT(m->entry_computation()->root_instruction(),
+              GmockMatch(m::Reshape(m::Parameter(0))));
+  EXPECT_TRUE(verifier().Run(m.get()).status().ok());
+}}
+
+TEST_F(AlgebraicSimplifierTest, BuiltWithBuilder) {{
+  auto builder = HloComputation::Builder(TestName());
+  builder.AddInstruction(HloInstruction::CreateParameter(0, r0f32_, "p"));
+  EXPECT_THAT(simplifier.Run(m.get()), IsOkAndHolds(true));
+}}
+
+TEST_F(AlgebraicSimplifierTest, Templated) {{
+  const char* hlo = R"(ENTRY e {{ ROOT p = $0 parameter(0) }})";
+  auto g = simplifier.Run(m.get()).value();
+  ASSERT_FALSE(g);
+}}
+
+TEST_P(DotTest, Parametric) {{
+  const char* hlo = R"({MUL_ONE})";
+  bool changed = RunHloPass(AlgebraicSimplifier(options), m.get()).value();
+  EXPECT_EQ(changed, GetParam().rewrites);
+}}
+
+TEST_F(AlgebraicSimplifierTest, Unchecked) {{
+  const char* hlo = R"({MUL_ONE})";
+  simplifier.Run(m.get()).value();
+}}
+}}  // namespace xla
+'''
+
+
+@pytest.fixture(scope="module")
+def tests():
+    return split_tests(TEST_CC, "simplifier")
+
+
+def by_name(tests):
+    return {t.name: t for t in tests}
+
+
+def test_every_test_is_found_with_its_modules(tests):
+    assert [(t.fixture, t.name, len(t.modules)) for t in tests] == [
+        ("AlgebraicSimplifierTest", "MulOne", 1),
+        ("AlgebraicSimplifierTest", "KeepsTranspose", 1),
+        ("AlgebraicSimplifierTest", "TransposeIsReshape", 1),
+        ("AlgebraicSimplifierTest", "BuiltWithBuilder", 0),
+        ("AlgebraicSimplifierTest", "Templated", 0),
+        ("DotTest", "Parametric", 1),
+        ("AlgebraicSimplifierTest", "Unchecked", 1)]
+    t = by_name(tests)
+    assert t["MulOne"].modules[0].text == MUL_ONE
+    assert TEST_CC.splitlines()[t["MulOne"].line - 1].startswith("TEST_F(Algebraic")
+    assert "R\"(" in TEST_CC.splitlines()[t["MulOne"].modules[0].line - 1]
+
+
+def test_what_each_test_expects_of_the_run(tests):
+    expects = {t.name: [m.expects for m in t.modules] or t.expects for t in tests}
+    assert expects == {"MulOne": ["rewrite"], "KeepsTranspose": ["no change"],
+                       "TransposeIsReshape": ["rewrite"], "BuiltWithBuilder": "rewrite",
+                       "Templated": "no change", "Parametric": ["parametric"],
+                       "Unchecked": ["unchecked"]}
+
+
+def test_the_opcodes_the_matchers_name(tests):
+    t = by_name(tests)
+    assert t["MulOne"].modules[0].expected_opcodes == {"parameter"}
+    assert t["TransposeIsReshape"].modules[0].expected_opcodes == {"reshape", "parameter"}
+
+
+def test_a_module_is_paired_with_the_run_that_follows_it():
+    two = ('TEST_F(AlgebraicSimplifierTest, Two) {\n'
+           f'  const char* a = R"({MUL_ONE})";\n'
+           '  ASSERT_FALSE(simplifier.Run(m.get()).value());\n'
+           f'  const char* b = R"({TRANSPOSE})";\n'
+           '  ASSERT_TRUE(simplifier.Run(m.get()).value());\n'
+           '  EXPECT_THAT(root, GmockMatch(m::Exp(m::Op())));\n}\n')
+    [test] = split_tests(two, "simplifier")
+    assert [(m.expects, m.expected_opcodes) for m in test.modules] == [
+        ("no change", frozenset()), ("rewrite", {"exponential"})]
+
+
+def test_rewritten_means_fewer_instructions_or_the_expected_opcodes():
+    before = Counter(parameter=1, transpose=1)
+    assert parity.rewritten(before, Counter(parameter=1), frozenset())
+    assert parity.rewritten(before, Counter(parameter=1, reshape=1), {"reshape", "parameter"})
+    assert not parity.rewritten(before, Counter(parameter=1, reshape=1), frozenset())
+    assert not parity.rewritten(before, before, {"transpose"})
+    assert not parity.rewritten(before, Counter(parameter=1, copy=1), {"reshape"})
+
+
+def _result(done_from: str | None = None, xla_error=None, parse_error=None) -> parity.ModuleResult:
+    modes = parity.MODES
+    first = modes.index(done_from) if done_from else len(modes)
+    by_mode = {m: parity.Optimized(2, i >= first, Counter()) for i, m in enumerate(modes)}
+    return parity.ModuleResult(3, parse_error, None, xla_error,
+                               {} if parse_error else by_mode)
+
+
+def test_status_of_each_kind_of_test(tests):
+    t = by_name(tests)
+
+    def status(name, *results, unsound=()):
+        return parity.status(t[name], name, list(results), set(unsound))
+
+    assert status("MulOne", _result("strict")) == ("done", "", "strict")
+    assert status("MulOne", _result("fast")) == ("done", "", "fast")
+    assert status("MulOne", _result()) == ("missing", "", "")
+    assert status("MulOne", _result(parse_error="1:2: bad")) == ("missing", "1:2: bad", "")
+    assert status("MulOne", _result(), unsound=["MulOne"])[0] == "not sound"
+    assert status("MulOne", _result("xla"), unsound=["MulOne"])[0] == "done"
+    assert status("BuiltWithBuilder", unsound=["BuiltWithBuilder"])[0] == "not sound"
+    assert status("MulOne", _result(xla_error="no")) == (
+        "not applicable", "XLA:CPU does not run it: no", "")
+    assert status("KeepsTranspose", _result()) == ("not applicable", "expects no change", "")
+    assert status("BuiltWithBuilder") == ("not applicable", "no HLO text", "")
+    assert status("Parametric", _result())[0] == "not applicable"
+
+
+def test_unsound_headings_name_tests():
+    text = "# Unsound\n\n## MaxOfClamp\nwhy\n### Detail\n## FoldPadIntoReduceWindow, Other\n"
+    assert parity.unsound_tests(text) == {"MaxOfClamp", "FoldPadIntoReduceWindow", "Other"}
+
+
+def test_families_from_test_names():
+    assert parity.family("MultiplyReassociateMergeConstants") == "reassociation & constants"
+    assert parity.family("SignedRemainderByPowerOf2") == "strength reduction"
+    assert parity.family("RemainderOfIota") == "reductions"
+    assert parity.family("SelectDUSWithShapedPred") == "slicing & joining"
+    assert parity.family("SelectGtCompare") == "compare/select"
+    assert parity.family("TransposeIsReshape") == "layout & data movement"
+    assert parity.family("IsNonNegative_Broadcast") == "other"
+    assert set(parity.FAMILY_ORDER) >= {f for _, f in parity.FAMILIES}
+
+
+def test_rule_comments_name_the_tests_they_cover(tmp_path):
+    rules = tmp_path / "r.rules"
+    rules.write_text("ruleset simplify\n"
+                     "rule mul_one [strict]: multiply(x, 1) => x        # xla: MulOne\n"
+                     "rule neg_neg [strict]: negate(negate(x)) => x\n"
+                     "    when is_float(x)                              # xla: NegNeg, Other\n")
+    tags = parity.rule_tags([str(rules)])
+    assert {k: [(i.name, i.where, i.mode) for i in v] for k, v in tags.items()} == {
+        "MulOne": [("mul_one", "r.rules:2", "strict")],
+        "NegNeg": [("neg_neg", "r.rules:3", "strict")],
+        "Other": [("neg_neg", "r.rules:3", "strict")]}
+
+
+def test_the_table_without_xla(tmp_path, capsys):
+    cc = tmp_path / "algebraic_simplifier_test.cc"
+    cc.write_text(TEST_CC)
+    unsound = tmp_path / "unsound.md"
+    unsound.write_text("## Unchecked\n")
+    out = tmp_path / "parity.md"
+    assert parity.main([str(cc), "--no-xla", "--unsound", str(unsound), "--out", str(out)]) == 0
+    text = out.read_text()
+    assert "python -m hlo_opt.tools.simplifier_parity PATH/algebraic_simplifier_test.cc" in text
+    assert "| expecting a rewrite and running on XLA:CPU | 2 |" in text
+    rows = {line.split(" | ")[0][2:]: line for line in text.splitlines()
+            if line.startswith("| ") and line.count(" | ") == 5}
+    assert rows["MulOne"].endswith("| strict | 4 → 1 | done |")
+    assert "`mul_one` (arithmetic.rules:" in rows["MulOne"]
+    assert rows["KeepsTranspose"].endswith("not applicable: expects no change |")
+    assert rows["DotTest.Parametric"].endswith("not applicable: expects parametric |")
+    assert rows["Unchecked"].endswith("| not sound |")
+    assert capsys.readouterr().err.strip().startswith("done ")
+
+
+def test_an_unreadable_test_file_is_one_line_with_exit_code_2(tmp_path, capsys):
+    missing = tmp_path / "missing_test.cc"
+    assert parity.main([str(missing), "--no-xla"]) == 2
+    assert capsys.readouterr().err.strip() == f"{missing}: cannot read: No such file or directory"
+
+
+def test_xla_runs_or_says_why_not(xla):
+    assert parity.execute_error(MUL_ONE) is None
+    bad = MUL_ONE.replace("f32[4] multiply", "f32[5] multiply")
+    assert parity.execute_error(bad)
