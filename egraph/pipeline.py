@@ -9,10 +9,8 @@ computations (reducers, comparators) are kept as they are.
 """
 from __future__ import annotations
 
-import gc
 import os
 import time
-from contextlib import contextmanager
 from importlib import resources
 
 import numpy as np
@@ -28,7 +26,7 @@ from .costs import node_costs
 from .decode import decode
 from .encode import Encoding, Part
 from .extract import extract
-from .frozen import FrozenTerms
+from .frozen import FrozenTerms, no_gc
 from .ingest import load
 from ..rule_compiler.rules import compile_rules, load_rule_set, rule_files
 from .run import Limits, RunReport, prepared, saturate
@@ -43,24 +41,9 @@ def optimize(module: Module, rules="default", fp_mode: str = "xla", target: str 
     may fuse (`fuse`), the entry and the loop bodies are then fused for `target`, unless
     `fusion` is False. The input is verified first (the rules and the cost model trust its
     declared shapes) unless `verify` is False, for callers that already did."""
-    with _collector_paused():
+    with no_gc():
         return _optimize(module, rules, fp_mode, target, time_limit, node_limit,
                          iteration_limit, stats, fusion, verify)
-
-
-@contextmanager
-def _collector_paused():
-    """Python's cyclic garbage collector off while optimizing: fusion and decoding allocate
-    hundreds of thousands of small containers, and the collections they trigger traverse
-    every live object again, about 15% of a large module's time; what the optimizer
-    leaves in cycles is collected once it is back on."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _optimize(module: Module, rules, fp_mode: str, target: str, time_limit: float,

@@ -73,6 +73,8 @@ DTYPE_CLASSES = {relation: tuple(name for name, d in DTYPES.items() if d.kind ==
                                         ("IsUnsigned", "uint"), ("IsPred", "pred"),
                                         ("IsComplex", "complex"))}
 DTYPE_CLASSES["IsInt"] = DTYPE_CLASSES["IsSigned"] + DTYPE_CLASSES["IsUnsigned"]
+# Types whose compare is an exact total order of their values (no NaN, no signed zero).
+DTYPE_CLASSES["IsIntOrPred"] = DTYPE_CLASSES["IsInt"] + DTYPE_CLASSES["IsPred"]
 
 TERM_CONSTRUCTORS = ("Leaf", "Op1", "Op2", "Op3", "OpV")
 

@@ -28,7 +28,7 @@ from .convert import convert
 from .elemental import Elemental
 from .emit_kernel import register as register_phase
 from . import jit
-from .emit_loops import Index, delinearize, for_range
+from .emit_loops import Index, delinearize, for_range, placed
 from .intrinsics import call, declare
 from .ltypes import I1, I64, PTR, VOID, ElemType, elem, load, opaque, store
 
@@ -348,10 +348,8 @@ def dot_gemm(inst) -> Gemm:
         def value(gen, bi, first, second):
             bld = gen.b
             f, c = (first, second) if free_first else (second, first)
-            xs = [0] * len(dims)
-            for group, v in ((bdims, bi), (fdims, f), (cdims, c)):
-                for d, x in zip(group, delinearize(bld, v, [dims[d] for d in group])):
-                    xs[d] = x
+            xs = placed(len(dims), *((group, delinearize(bld, v, [dims[d] for d in group]))
+                                     for group, v in ((bdims, bi), (fdims, f), (cdims, c))))
             return gen.value(operand, Index(dims, values=xs))
         return value
 

@@ -17,7 +17,7 @@ from llvmlite import ir
 from .elemental import Elemental, register
 from .emit_kernel import emit_loop
 from .emit_kernel import register as register_phase
-from .emit_loops import Index, add, const, for_range, linearize, nest
+from .emit_loops import Index, add, const, for_range, linearize, nest, placed
 from .emit_reduce import Reducer
 from .ltypes import I1, I64, elem, load, store
 
@@ -112,11 +112,7 @@ def emit_scatter(kb, inst, dests, lo, hi):
         with b.if_then(ok):
             with nest(b, [upd_dims[d] for d in window_dims], "w") as wv:
                 gen.push_scope()
-                ucoords: list = [0] * len(upd_dims)
-                for d, v in zip(scatter_dims, batch):
-                    ucoords[d] = v
-                for d, v in zip(window_dims, wv):
-                    ucoords[d] = v
+                ucoords = placed(len(upd_dims), (scatter_dims, batch), (window_dims, wv))
                 it = iter(wv)
                 ocoords = [starts[d] if d in inserted else add(b, starts[d], next(it))
                            for d in range(len(shape))]

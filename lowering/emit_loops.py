@@ -80,6 +80,16 @@ def clamp(b: ir.IRBuilder, x: Int, lo: int, hi: int) -> Int:
     return b.select(b.icmp_signed(">", x, I64(hi)), I64(hi), x)
 
 
+def placed(rank: int, *groups: tuple[Sequence[int], Sequence[Int]]) -> list[Int]:
+    """An index of `rank` coordinates from values given per group of dimensions (reduced
+    and kept dims of a reduce, window and scatter dims of an update...); others are 0."""
+    coords: list[Int] = [0] * rank
+    for dims, values in groups:
+        for d, v in zip(dims, values):
+            coords[d] = v
+    return coords
+
+
 def linearize(b: ir.IRBuilder, values: Sequence[Int], dims: Sequence[int]) -> Int:
     acc: Int = 0
     for v, n in zip(values, dims):

@@ -32,7 +32,7 @@ from . import emit_elementwise
 from .elemental import Elemental, register
 from .emit_kernel import emit_loop, plan_loop
 from .emit_kernel import register as register_phase
-from .emit_loops import Index, add, clamp, const, delinearize, for_range, mul, nest, sub
+from .emit_loops import Index, add, clamp, const, delinearize, for_range, mul, nest, placed, sub
 from .ltypes import I64, elem, round_to, store
 
 COLUMN_TILE = 256                 # outputs per column tile (1 KiB of f32 accumulators)
@@ -124,12 +124,7 @@ def reduce_value(gen: Elemental, inst, index: Index):
     outs = index.values(b)
     with nest(b, [in_dims[d] for d in reduced], "r") as rvals:
         gen.push_scope()
-        coords: list = [0] * len(in_dims)
-        for d, v in zip(kept, outs):
-            coords[d] = v
-        for d, v in zip(reduced, rvals):
-            coords[d] = v
-        idx = Index(in_dims, values=coords)
+        idx = Index(in_dims, values=placed(len(in_dims), (kept, outs), (reduced, rvals)))
         xs = [gen.value(x, idx) for x in inputs]
         _write(gen, slots, reducer(_read(gen, slots), xs))
         gen.pop_scope()
@@ -194,10 +189,7 @@ def _emit_columns(kb, inst, dests, lo, hi, outer, reduced, run):
     @contextmanager
     def rows(b, outer_vals):
         with nest(b, [in_dims[d] for d in reduced], "r") as rvals:
-            coords: list = [0] * (reduced[-1] + 1)
-            for d, v in zip(outer + reduced, list(outer_vals) + list(rvals)):
-                coords[d] = v
-            yield coords
+            yield placed(reduced[-1] + 1, (outer, outer_vals), (reduced, rvals))
     _emit_tiles(kb, inst, dests, lo, hi, [in_dims[d] for d in outer], run, rows)
 
 

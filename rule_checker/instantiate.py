@@ -20,10 +20,10 @@ from ..ops import ASSOCIATIVE
 from ..shape import Shape, array
 from ..shape_inference import ELEMENTWISE, INFERABLE, infer_shape
 from ..verifier import verify
-from ..egraph.constants import representable, scalar_from_text
+from ..egraph.constants import canonical_scalar_text, representable, scalar_from_text
 from .instance_plan import Pins
-from ..rule_compiler.rule_functions import NoValue
-from ..rule_compiler.guard_ir import Apply, Lit, Var, evaluate
+from ..rule_compiler.rule_functions import NoValue, Splat
+from ..rule_compiler.guard_ir import Apply, Compare, Lit, Var, evaluate
 from ..rule_compiler.rule_ir import PNode, RNode, RuleIR
 from ..rule_compiler.rule_types import REWRITE_OP_CLASSES, operand_type
 from .samplers import DTYPE_CHOICES, FREE, SAMPLERS, Reject, no_free_fields
@@ -105,8 +105,9 @@ class Instantiator:
         self.insts: dict[str, Instruction] = {}
         self.params: list[Instruction] = []
         self.base = self.random_shape(free=True)
-        self.constants = {g.args[0].name for g in ir.guards
-                          if isinstance(g, Apply) and g.fn == "is_constant"}
+        # Variables guarded by is_constant(x) are constants, those value(x) reads splats.
+        self.splats = {a.name for g in ir.guards for a in _calls(g, "value")}
+        self.constants = self.splats | {a.name for g in ir.guards for a in _calls(g, "is_constant")}
 
     def random_shape(self, free: bool = False, dtype: str | None = None, rank: int | None = None,
                      min_rank: int = 0, empty: bool = False) -> Shape:
@@ -181,7 +182,9 @@ class Instantiator:
             use = expected is not None and self.rng.random() < 0.9
             shape = expected if use else self.pinned_shape(node.var)
             if node.var in self.constants:
-                return self._bind(node.var, self._constant(shape, b))
+                inst = self._bind(node.var, self._constant(shape, b, node.var in self.splats))
+                self.env[node.var] = Splat(inst.shape, splat_text(inst))
+                return inst
             inst = b.add("parameter", shape, parameter_number=len(self.params))
             self.params.append(inst)
             return self._bind(node.var, inst)
@@ -253,11 +256,12 @@ class Instantiator:
             return shape if shape.rank else array(dtype, (3,))
         return None
 
-    def _constant(self, shape: Shape, b: _Builder) -> Instruction:
-        """A splat (half the time) or a literal, with values from `fill`."""
+    def _constant(self, shape: Shape, b: _Builder, splat: bool) -> Instruction:
+        """A splat (always where `splat`, else half the time) or a literal, with values
+        from `fill`."""
         if self.fill is None:
             raise Reject("no values for constants")
-        if shape.rank and self.rng.random() < 0.5:
+        if shape.rank and (splat or self.rng.random() < 0.5):
             scalar = array(shape.element_type)
             value = np.asarray(self.fill(scalar, self.rng)).reshape(())
             c = b.add("constant", scalar, literal=value)
@@ -349,6 +353,27 @@ class Instantiator:
             copies[id(inst)] = b.add(inst.opcode, inst.shape, operands, attrs,
                                      literal=inst.literal)
         return copies[id(inst)]
+
+
+def _calls(value, fn: str):
+    """The variables passed to `fn` anywhere in a guard."""
+    if isinstance(value, Compare):
+        yield from _calls(value.left, fn)
+        yield from _calls(value.right, fn)
+    elif isinstance(value, Apply):
+        for arg in value.args:
+            if value.fn == fn and isinstance(arg, Var):
+                yield arg
+            yield from _calls(arg, fn)
+
+
+def splat_text(inst: Instruction) -> str | None:
+    """The canonical text of the element of a scalar constant or a broadcast of one."""
+    if inst.opcode == "broadcast":
+        inst = inst.operands[0]
+    if inst.opcode != "constant" or inst.shape.rank:
+        return None
+    return canonical_scalar_text(inst.literal, inst.shape.element_type)
 
 
 def indent(text: str) -> str:

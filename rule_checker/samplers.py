@@ -151,7 +151,9 @@ def _concatenate(inst, shapes, fields, expected):
 def _compare(inst, shapes, fields, expected):
     directions = ("EQ", "NE", "LT", "LE", "GT", "GE")
     _fill(fields, "direction", lambda: directions[inst.rng.integers(6)])
-    _fill(fields, "type", lambda: "")
+    # Floats are compared by default (IEEE) or, one time in three, in TOTALORDER.
+    total = DTYPES[shapes[0].element_type].is_float and inst.rng.integers(3) == 0
+    _fill(fields, "type", lambda: "TOTALORDER" if total else "")
     return no_free_fields(inst, shapes, fields, expected)
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import assert_never
 
 from ..shape import Shape
-from .rule_functions import COMPARISONS, FUNCTIONS, NoValue, type_value
+from .rule_functions import COMPARISONS, FUNCTIONS, NoValue, Splat, type_value
 
 
 @dataclass(frozen=True)
@@ -101,6 +101,8 @@ def guards_hold(guards, env: dict) -> bool:
 def array_type(shape) -> Shape:
     """The rule language's functions see arrays: a tuple-shaped term has no type for them
     (in egglog, its (TT ...) type matches no (T dtype dims extra))."""
+    if isinstance(shape, Splat):
+        shape = shape.shape
     if shape.is_tuple:
         raise NoValue
     return shape

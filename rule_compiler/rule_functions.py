@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Callable, NamedTuple
 
@@ -25,12 +26,19 @@ import numpy as np
 from ..dtypes import COMPLEX_PART, DTYPES, float_info, int_info
 from ..shape import Shape, array
 from ..egraph.constants import representable
-from ..egraph.schema import (DTYPE_CLASSES, atom, constant_atom, function, relation, set_value,
-                     vec_of)
+from ..egraph.schema import (CONSTANT, DTYPE_CLASSES, atom, constant_atom, function, relation,
+                             set_value, vec_of)
 from ..egraph.terms import egg_string
 
 class NoValue(Exception):
     """The function has no value here; the egglog rule would not match."""
+
+
+class Splat(NamedTuple):
+    """A constant term as the rule checker sees it: its type, and the canonical text of its
+    element where it is a splat (None for other literals)."""
+    shape: Shape
+    text: str | None
 
 
 class TypeParts(NamedTuple):
@@ -104,6 +112,30 @@ def _i64(n: int) -> int:
 
 def _num_elements_py(t: Shape):
     return _i64(math.prod(t.dims))
+
+
+# --- constant values ----------------------------------------------------------------------
+
+def _int_of_text_py(text):
+    try:
+        return _i64(int(text))
+    except ValueError:
+        raise NoValue from None
+
+
+def _value_egg(ctx, a):
+    """The text of the splat's element, from the constant analysis, then read as an
+    integer by the host."""
+    from .guard_ir import Apply, Var          # guard_ir reads this table
+    text = f"i_sv{a[0]}"
+    ctx.atom(atom(CONSTANT, a[0], 0, text, f"i_sa{a[0]}", f"i_st{a[0]}"))
+    return ctx.apply(Apply("int_of_text", (Var(text, "str"),)))
+
+
+def _value_py(term):
+    if not isinstance(term, Splat) or term.text is None:
+        raise NoValue
+    return _int_of_text_py(term.text)
 
 
 # --- tables of facts -----------------------------------------------------------------------
@@ -299,7 +331,12 @@ def _dtype_class(fn_name: str, relation: str) -> Fn:
               doc=f"the element type of x is one of {', '.join(sorted(members))}")
 
 
-_DTYPE_CLASS_ROWS = [_dtype_class("is_" + rel[2:].lower(), rel) for rel in DTYPE_CLASSES]
+def _guard_name(relation: str) -> str:
+    """IsIntOrPred -> is_int_or_pred."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", relation).lower()
+
+
+_DTYPE_CLASS_ROWS = [_dtype_class(_guard_name(rel), rel) for rel in DTYPE_CLASSES]
 # Functions of a term that read its element type only: the rule checker solves guards made
 # of these before it draws instances (instance_plan.py).
 ELEMENT_TYPE_FUNCTIONS = frozenset({"dtype", *(row.name for row in _DTYPE_CLASS_ROWS)})
@@ -363,6 +400,10 @@ _ROWS = [
        py=_each(min), doc="elementwise min(p, q)"),
     Fn("is_all", ("ints", "int"), "bool", egg=None, host=True,
        py=lambda p, v: all(x == v for x in p), doc="every element of p is v (true for {})"),
+    # The rule checker draws a variable this function reads as a splat constant.
+    Fn("value", ("term",), "int", egg=_value_egg, py=_value_py,
+       doc="the element of a splat constant (a scalar constant or a broadcast of one), "
+           "where it is an integer"),
     Fn("is_widening", ("dtype", "dtype"), "bool",
        egg=lambda ctx, a: ctx.atom(atom("PreservesValues", *a)), py=_preserves_py,
        facts=_preserves_facts,
@@ -370,6 +411,8 @@ _ROWS = [
     Fn("fits", ("int", "dtype"), "bool", egg=_fits_egg, py=_fits_py, facts=_fits_facts,
        doc="the integer n is exactly a value of the element type (floats: |n| <= 2^mantissa)"),
     # Used by the compiler to derive the types of new terms and to guard their constants.
+    Fn("int_of_text", ("str",), "int", egg=None, host=True, py=_int_of_text_py,
+       doc="the integer a constant's canonical text names", public=False),
     Fn("slice_dims", ("ints", "ints", "ints"), "ints", egg=None, host=True, py=_slice_dims_py,
        doc="result dims of a slice", public=False),
     Fn("pad_dims", ("ints", "ints", "ints", "ints"), "ints", egg=None, host=True,

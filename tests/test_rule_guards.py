@@ -22,6 +22,8 @@ ERRORS = [
      "fold f: unbound variable 'x' (a fold guard names root)"),
     ("fold f: add when is_constant(root)", 1, 18,
      "fold f: 'is_constant' reads the e-graph: only rules can use it"),
+    ("fold f: add when value(root) == 0", 1, 18,
+     "fold f: 'value' reads the e-graph: only rules can use it"),
     ("fold f: add when num_elemnts(root) <= 4", 1, 18,
      "unknown function 'num_elemnts' (did you mean 'num_elements'?)"),
     ("fold f: add when rank(root)", 1, 18, "'rank' is an integer, not a guard"),
