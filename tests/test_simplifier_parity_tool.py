@@ -6,6 +6,7 @@ from collections import Counter
 
 import pytest
 
+from hlo_opt import parse
 from hlo_opt.tools import simplifier_parity as parity
 from hlo_opt.tools.cc_tests import split_tests
 
@@ -129,13 +130,42 @@ def test_a_module_is_paired_with_the_run_that_follows_it():
         ("no change", frozenset()), ("rewrite", {"exponential"})]
 
 
-def test_rewritten_means_fewer_instructions_or_the_expected_opcodes():
-    before = Counter(parameter=1, transpose=1)
-    assert parity.rewritten(before, Counter(parameter=1), frozenset())
-    assert parity.rewritten(before, Counter(parameter=1, reshape=1), {"reshape", "parameter"})
-    assert not parity.rewritten(before, Counter(parameter=1, reshape=1), frozenset())
-    assert not parity.rewritten(before, before, {"transpose"})
-    assert not parity.rewritten(before, Counter(parameter=1, copy=1), {"reshape"})
+def test_rewritten_means_fewer_instructions_or_a_new_graph_with_the_expected_opcodes():
+    def sig(text):
+        return parity.signature(parse(text))
+
+    transpose = sig(TRANSPOSE)
+    reshape = sig(TRANSPOSE.replace("transpose(p), dimensions={1,0}", "reshape(p)"))
+    copy = sig(TRANSPOSE.replace("transpose(p), dimensions={1,0}", "copy(p)"))
+    assert parity.rewritten(sig(MUL_ONE), sig(TRANSPOSE), frozenset())
+    assert parity.rewritten(transpose, reshape, {"reshape", "parameter"})
+    assert not parity.rewritten(transpose, reshape, frozenset())
+    assert not parity.rewritten(transpose, transpose, {"transpose"})
+    assert not parity.rewritten(transpose, copy, {"reshape"})
+
+
+def test_the_signature_sees_reordering_not_names_or_commuted_operands():
+    reduce_negate = """
+HloModule m
+add { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT s = f32[] add(a, b) }
+ENTRY e {
+  p = f32[4] parameter(0)
+  z = f32[] constant(0)
+  n = f32[4] negate(p)
+  ROOT r = f32[] reduce(n, z), dimensions={0}, to_apply=add
+}"""
+    negate_reduce = reduce_negate.replace("""  n = f32[4] negate(p)
+  ROOT r = f32[] reduce(n, z), dimensions={0}, to_apply=add""", """  r = f32[] reduce(p, z), dimensions={0}, to_apply=add
+  ROOT n = f32[] negate(r)""")
+    assert "ROOT n = f32[] negate(r)" in negate_reduce
+    renamed = reduce_negate.replace("n = f32[4]", "neg = f32[4]").replace("(n, z)", "(neg, z)")
+    commuted = reduce_negate.replace("add(a, b)", "add(b, a)")
+    laid_out = reduce_negate.replace("f32[4] parameter(0)", "f32[4]{0} parameter(0)")
+    sig = parity.signature(parse(reduce_negate))
+    assert parity.signature(parse(renamed)) == sig
+    assert parity.signature(parse(commuted)) == sig
+    assert parity.signature(parse(laid_out)) == sig
+    assert parity.signature(parse(negate_reduce)) != sig
 
 
 def _result(done_from: str | None = None, xla_error=None, parse_error=None) -> parity.ModuleResult:
@@ -225,3 +255,14 @@ def test_xla_runs_or_says_why_not(xla):
     assert parity.execute_error(MUL_ONE) is None
     bad = MUL_ONE.replace("f32[4] multiply", "f32[5] multiply")
     assert parity.execute_error(bad)
+
+
+def test_without_xla_the_tool_says_so_in_one_line(tmp_path, capsys, monkeypatch):
+    from hlo_opt import xla_oracle
+    monkeypatch.setattr(xla_oracle, "available", lambda: False)
+    monkeypatch.setattr(xla_oracle, "reason", "XLA oracle unavailable")
+    cc = tmp_path / "algebraic_simplifier_test.cc"
+    cc.write_text(TEST_CC)
+    assert parity.main([str(cc)]) == 2
+    assert capsys.readouterr().err.strip() == \
+        "simplifier_parity: XLA oracle unavailable (or run with --no-xla)"

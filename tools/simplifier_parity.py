@@ -13,9 +13,10 @@ an array is over 256 MiB), and optimized by
 floating-point mode M (strict, xla, fast).
 
 A module counts as rewritten as XLA expects in mode M when our output has fewer
-instructions than the input, or when its opcodes changed and include every opcode XLA's
-matchers name after the run (`m::Multiply(...)`): some of XLA's rewrites keep the count
-(transpose -> reshape, divide by a constant -> multiply). A test's status:
+instructions than the input, or when its graph changed (`signature`: each instruction's
+opcode, shape and operands' opcodes) and it has every opcode XLA's matchers name after the
+run (`m::Multiply(...)`): some of XLA's rewrites keep the count (transpose -> reshape, divide
+by a constant -> multiply, reduce(negate(x)) -> negate(reduce(x))). A test's status:
 
 * `done`: every module it expects to change that XLA:CPU runs is rewritten in some mode (by
   a sound rule for the test's case, even when XLA's general rewrite is unsound); the mode
@@ -47,9 +48,10 @@ from .. import parse
 from ..errors import HloError
 from ..grammar.rules_parser import MODES
 from ..memory import check_fits_in_memory
+from ..shape_util import text as shape_text
 from .cc_tests import CcTest, split_tests
 from .cli import main_guard, read_text, write_text
-from .xla_parse_rate import XlaChild
+from .xla_parse_rate import XlaChild, reason
 
 TABLE = "docs/simplifier_parity.md"
 UNSOUND = "docs/simplifier_unsound.md"
@@ -140,14 +142,20 @@ class Row:
 
 
 def rewritten(before: Counter, after: Counter, expected_opcodes: frozenset[str]) -> bool:
-    """Did optimize do the rewrite XLA's test expects? Opcode counts of the input and output."""
+    """Did optimize do the rewrite XLA's test expects? Signatures of the input and output."""
     if sum(after.values()) < sum(before.values()):
         return True
-    return after != before and bool(expected_opcodes) and expected_opcodes <= set(after)
+    return after != before and bool(expected_opcodes) and \
+        expected_opcodes <= {opcode for opcode, _, _ in after}
 
 
-def opcode_counts(module) -> Counter:
-    return Counter(i.opcode for i in module.instructions())
+def signature(module) -> Counter:
+    """Each instruction as (opcode, result shape without layout, its operands' opcodes
+    sorted): it changes when a rewrite changes the graph (negate(reduce(x)) for
+    reduce(negate(x)) too), not when only names, layouts or the order of a commutative op's
+    operands do."""
+    return Counter((i.opcode, shape_text(i.shape), tuple(sorted(o.opcode for o in i.operands)))
+                   for i in module.instructions())
 
 
 def optimize_module(module_text: str, expected_opcodes: frozenset[str],
@@ -160,7 +168,7 @@ def optimize_module(module_text: str, expected_opcodes: frozenset[str],
     except HloError as e:
         result.parse_error = str(e)
         return result
-    before = opcode_counts(module)
+    before = signature(module)
     result.instructions = sum(before.values())
     for mode in MODES:
         try:
@@ -169,7 +177,7 @@ def optimize_module(module_text: str, expected_opcodes: frozenset[str],
             result.optimize_error = f"{type(e).__name__}: {e}" if not isinstance(e, HloError) \
                 else str(e)
             return result
-        after = opcode_counts(out)
+        after = signature(out)
         result.by_mode[mode] = Optimized(sum(after.values()),
                                          rewritten(before, after, expected_opcodes),
                                          Counter({k: v for k, v in report.matches.items() if v}))
@@ -186,8 +194,7 @@ def execute_error(text: str) -> str | None:
             compiled.run([np.zeros(dims, dtype) for dims, dtype in compiled.specs])
         return None
     except xla_oracle.XlaError as e:
-        lines = [line for line in e.message.strip().splitlines() if line.strip()]
-        return lines[0] if lines else "rejected"
+        return reason(e.message)
 
 
 def _small(text: str) -> bool:
@@ -200,9 +207,6 @@ def _small(text: str) -> bool:
 
 def xla_errors(texts: list[str]) -> list[str | None]:
     """execute_error for each text, in a child process restarted after a crash."""
-    from .. import xla_oracle
-    if not xla_oracle.available():
-        raise HloError(f"{xla_oracle.reason} (or run with --no-xla)")
     child = XlaChild(execute_error, "XLA:CPU crashed or hung on it", timeout=120.0)
     try:
         return [child.error(t) for t in texts]
@@ -229,8 +233,8 @@ def rule_tags(rules: list[str]) -> dict[str, list[RuleInfo]]:
         decls.sort(key=lambda d: d.pos.line)
         for number, line in enumerate(read_text(path).splitlines(), 1):
             m = re.search(r"#\s*xla:(.*)$", line)
-            owner = [d for d in decls if d.pos.line <= number]
-            if not m or not owner:
+            owner = [d for d in decls if d.pos.line <= number] if m else []
+            if not owner:
                 continue
             info = _rule_info(owner[-1])
             for name in re.findall(r"\w+", m.group(1)):
@@ -246,8 +250,7 @@ def _rule_info(decl) -> RuleInfo:
 def status(test: CcTest, label: str, results: list[ModuleResult],
            unsound: set[str]) -> tuple[str, str, str]:
     """(status, note, mode) of one test from its modules' results."""
-    expected = [(m, r) for m, r in zip(test.modules, results) if m.expects == "rewrite"]
-    running = [(m, r) for m, r in expected if r.xla_error is None]
+    expected, running = _expecting_rewrite(test, results)
     modes = [r.weakest_mode() for _, r in running]
     if running and all(modes):
         return "done", "", max(modes, key=MODES.index)
@@ -264,6 +267,12 @@ def status(test: CcTest, label: str, results: list[ModuleResult],
     return "missing", failed.parse_error or failed.optimize_error or "", ""
 
 
+def _expecting_rewrite(test: CcTest, results: list[ModuleResult]):
+    """The (module, result) pairs the test expects to change, and those XLA:CPU runs."""
+    expected = [(m, r) for m, r in zip(test.modules, results) if m.expects == "rewrite"]
+    return expected, [(m, r) for m, r in expected if r.xla_error is None]
+
+
 def make_row(test: CcTest, label: str, results: list[ModuleResult], unsound: set[str],
              tags: dict[str, list[RuleInfo]], rule_infos: dict[str, RuleInfo]) -> Row:
     state, note, mode = status(test, label, results, unsound)
@@ -274,7 +283,8 @@ def make_row(test: CcTest, label: str, results: list[ModuleResult], unsound: set
         for r in results:
             if mode in r.by_mode:
                 fired.update(r.by_mode[mode].fired)
-        names = [n for n, _ in fired.most_common() if n not in {i.name for i in tagged}]
+        names = [n for n, _ in sorted(fired.items(), key=lambda item: (-item[1], item[0]))
+                 if n not in {i.name for i in tagged}]       # most often first, ties by name
         shown = [rule_infos[n].cell() if n in rule_infos else f"`{n}`" for n in names[:4]]
         cells += [("fired: " if not cells else "") + ", ".join(shown)] if shown else []
         if len(names) > 4:
@@ -282,8 +292,7 @@ def make_row(test: CcTest, label: str, results: list[ModuleResult], unsound: set
     shown_mode = mode or "fast"
     sizes = "; ".join(f"{r.instructions} → {r.by_mode[shown_mode].instructions}"
                       for r in results if shown_mode in r.by_mode)
-    running = [(m, r) for m, r in zip(test.modules, results)
-               if m.expects == "rewrite" and r.xla_error is None]
+    _, running = _expecting_rewrite(test, results)
     fewer = sum(1 for _, r in running
                 if "xla" in r.by_mode and r.by_mode["xla"].instructions < r.instructions)
     return Row(test, label, family(test.name), state, note, mode, cells, sizes, len(running),
@@ -299,6 +308,9 @@ def labels(tests: list[CcTest]) -> list[str]:
 def evaluate(tests: list[CcTest], rules: list[str], use_xla: bool) -> list[list[ModuleResult]]:
     """Every module's results: XLA in a child process (one thread waits on it) while this
     process optimizes."""
+    from .. import xla_oracle
+    if use_xla and not xla_oracle.available():
+        raise HloError(f"{xla_oracle.reason} (or run with --no-xla)")
     modules = [m for t in tests for m in t.modules]
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         xla = pool.submit(xla_errors, [m.text for m in modules]) if use_xla else None
@@ -323,7 +335,9 @@ def render(rows: list[Row], source: str, rules: list[str]) -> str:
         f"Generated by `python -m hlo_opt.tools.simplifier_parity PATH/{source} --rules "
         f"{' --rules '.join(rules)} --out {TABLE}` from openxla/xla's "
         f"`xla/hlo/transforms/simplifiers/{source}`; do not edit by hand. How each status is "
-        "decided: the docstring of `tools/simplifier_parity.py`.",
+        "decided: the docstring of `tools/simplifier_parity.py`. Mode: the weakest "
+        "floating-point mode in which optimize does the rewrite; instructions: each module's "
+        "count before → after optimize in that mode (fast where there is none).",
         "",
         "| tests | count |",
         "|---|---:|",

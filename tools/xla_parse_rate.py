@@ -76,8 +76,14 @@ def parse_error(text: str) -> str | None:
         xla_oracle.parse(text)
         return None
     except xla_oracle.XlaError as e:
-        lines = e.message.strip().splitlines() or ["rejected"]
-        return lines[1] if lines[0].endswith(":") and len(lines) > 1 else lines[0]
+        return reason(e.message)
+
+
+def reason(message: str) -> str:
+    """The line of an XLA error message that says why (the first, or the one after a first
+    line that ends in a colon)."""
+    lines = [line for line in message.strip().splitlines() if line.strip()] or ["rejected"]
+    return lines[1] if lines[0].endswith(":") and len(lines) > 1 else lines[0]
 
 
 def _serve(conn, job) -> None:
