@@ -66,22 +66,23 @@ FAMILIES = (
     (r"AbsEliminationSelMaxBcast", "compare/select"),
     (r"BroadcastAndPadReorder", "layout & data movement"),
     (r"SliceOfReduceWindow|SliceDotReorder", "slicing & joining"),
-    (r"DotContractingReorder|SwapDotOperands|TransposeOf(Batch)?Dot", "layout & data movement"),
+    (r"DotContractingReorder|SwapDotOperands|TransposeOf(Batch)?Dot|TransposeReshape",
+     "layout & data movement"),
     (r"Factor|MultiplyChain|.*Reassoc|.*MergeConstants|.*Canonicalization|AddConstOnLHS"
      r"|AddZero|MulZero|SubZero|SubSame|DivOne|ExpOfZero|AddBroadcastZero"
      r"|ReplaceSubtractOfEqualOperands|NegateNegate|NotNot|MultiplyNegateNegate"
      r"|(And|Or)(True|False)", "reassociation & constants"),
     (r"Select|Compare|NeFalse|EqTrue|Nop(Max|Min)|Minimum|Maximum|(Min|Max)Of|.*Clamp"
      r"|Trivial(Min|Max)\b|SinkCbrtThroughMax", "compare/select"),
-    (r"Recip|Rsqrt|.*Sqrt|Pow|.*Div|Ln|Exp|SquareOfAbs|AbsElimination|MultiplyOfConvertedPred"
+    (r"Recip|.*Rsqrt|.*Sqrt|Pow|.*Div|Ln|Exp|SquareOfAbs|AbsElimination|MultiplyOfConvertedPred"
      r"|SquaredComplex|.*DotStrengthReduction|.*DotToMultiply", "strength reduction"),
     (r".*Reduce|Reduce|TwoReducesToOne|.*ReduceWindow|Remainder|RepeatedRemainder",
      "reductions"),
     (r"(Dynamic)?Slice|.*DynamicUpdateSlice|.*Concat|.*Reverse|RemoveNoop(Pad|SliceOfPad)"
      r"|NegativePadding|TrivialInteriorPadding|ZeroSizedPad|CanDisableNegativePadding|Gather"
      r"|Scatter|ScalarScatter|DontSinkInstructionsIn|.*SliceToDynamic|.*PadToStatic"
-     r"|SimplifyShardedPad|SlicePadLayout|DynamicSlice", "slicing & joining"),
-    (r"Transpose|Reshape|.*Broadcast|.*Bitcast|Copy|Copies|Iota|Degenerate|ElementwiseN?o?Sink"
+     r"|SimplifyShardedPad|SlicePadLayout|.*DynamicSlice|RemoveNoopSlice", "slicing & joining"),
+    (r"Transpose|.*Reshape|.*Broadcast|.*Bitcast|Copy|Copies|Iota|Degenerate|ElementwiseN?o?Sink"
      r"|.*Dot|.*Layout|RemoveCopy|NoBitcastAdded|Reversal|Swap|MergeBroadcast|ConstantToIota"
      r"|RespectHostOffloading|ScalarBroadcast", "layout & data movement"),
 )
