@@ -264,8 +264,12 @@ def test_the_table_without_xla(tmp_path, capsys):
     cc.write_text(TEST_CC)
     unsound = tmp_path / "unsound.md"
     unsound.write_text("## Unchecked\n")
+    tagged = tmp_path / "tagged.rules"
+    tagged.write_text("rule neg_neg_tagged [strict]: negate(negate(x)) => x"
+                      "  # xla: TransposeIsReshape, Parametric\n")
     out = tmp_path / "parity.md"
-    assert parity.main([str(cc), "--no-xla", "--unsound", str(unsound), "--out", str(out)]) == 0
+    assert parity.main([str(cc), "--no-xla", "--unsound", str(unsound), "--out", str(out),
+                        "--rules", "default", "--rules", str(tagged)]) == 0
     text = out.read_text()
     assert "python -m hlo_opt.tools.simplifier_parity PATH/algebraic_simplifier_test.cc" in text
     assert "| expecting a rewrite and running on XLA:CPU | 2 |" in text
@@ -276,6 +280,9 @@ def test_the_table_without_xla(tmp_path, capsys):
     assert rows["KeepsTranspose"].endswith("not applicable: expects no change |")
     assert rows["DotTest.Parametric"].endswith("not applicable: expects parametric |")
     assert rows["Unchecked"].endswith("| not sound |")
+    tag = "`neg_neg_tagged` (tagged.rules:1, strict)"
+    assert tag in rows["TransposeIsReshape"] and tag in rows["DotTest.Parametric"]
+    assert tag not in rows["MulOne"]
     assert capsys.readouterr().err.strip().startswith("done ")
 
 

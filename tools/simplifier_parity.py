@@ -277,7 +277,7 @@ def _expecting_rewrite(test: CcTest, results: list[ModuleResult]):
 def make_row(test: CcTest, label: str, results: list[ModuleResult], unsound: set[str],
              tags: dict[str, list[RuleInfo]], rule_infos: dict[str, RuleInfo]) -> Row:
     state, note, mode = status(test, label, results, unsound)
-    tagged = tags.get(label, [])
+    tagged = tags.get(label) or tags.get(test.name, [])     # `Fixture.Name` or plain `Name`
     cells = [info.cell() for info in tagged]
     if state == "done":
         fired = Counter()
