@@ -36,8 +36,12 @@ _TEMPLATE = re.compile(r"\$\w|%[sd]\b|\{\{|CHECK")
 
 def hlo_strings(path: pathlib.Path) -> list[str]:
     """The HLO modules written as raw strings in one C++ test file, templates left out."""
-    text = read_text(str(path))
-    return [m.group(2) for m in _RAW_STRING.finditer(text)
+    return [text for _, text in hlo_raw_strings(read_text(str(path)))]
+
+
+def hlo_raw_strings(cpp: str) -> list[tuple[re.Match, str]]:
+    """(the raw string's match, the HLO module in it) for each module in C++ source text."""
+    return [(m, m.group(2)) for m in _RAW_STRING.finditer(cpp)
             if _LOOKS_LIKE_HLO.search(m.group(2)) and not _TEMPLATE.search(m.group(2))]
 
 
@@ -65,47 +69,60 @@ class Verdict:
     verifier: str | None    # our verifier's error (None when it passes or was not reached)
 
 
-def _xla_worker(conn) -> None:
+def parse_error(text: str) -> str | None:
+    """XLA's parser on `text`: None when it accepts, else the line of its message that says why."""
     from .. import xla_oracle
+    try:
+        xla_oracle.parse(text)
+        return None
+    except xla_oracle.XlaError as e:
+        return reason(e.message)
+
+
+def reason(message: str) -> str:
+    """The line of an XLA error message that says why (the first, or the one after a first
+    line that ends in a colon)."""
+    lines = [line for line in message.strip().splitlines() if line.strip()] or ["rejected"]
+    return lines[1] if lines[0].endswith(":") and len(lines) > 1 else lines[0]
+
+
+def _serve(conn, job) -> None:
     while True:
-        text = conn.recv()
-        try:
-            xla_oracle.parse(text)
-            conn.send(None)
-        except xla_oracle.XlaError as e:
-            lines = e.message.strip().splitlines() or ["rejected"]
-            conn.send(lines[1] if lines[0].endswith(":") and len(lines) > 1 else lines[0])
+        conn.send(job(conn.recv()))
 
 
-class XlaParser:
-    """XLA's parser in a child process, restarted when a module crashes it."""
+class XlaChild:
+    """`job(text) -> str | None` (a module-level function that calls XLA) in a child process,
+    restarted when a module crashes or hangs it: a CHECK failure in XLA aborts its process."""
 
-    def __init__(self):
+    def __init__(self, job=parse_error, crashed: str = "XLA's parser crashed or hung",
+                 timeout: float = 60.0):
+        self._job, self._crashed, self._timeout = job, crashed, timeout
         self._ctx = multiprocessing.get_context("spawn")
         self._start()
 
     def _start(self) -> None:
         self._conn, child = self._ctx.Pipe()
-        self._proc = self._ctx.Process(target=_xla_worker, args=(child,), daemon=True)
+        self._proc = self._ctx.Process(target=_serve, args=(child, self._job), daemon=True)
         self._proc.start()
 
     def error(self, text: str) -> str | None:
         try:
             self._conn.send(text)
-            if self._conn.poll(60):
+            if self._conn.poll(self._timeout):
                 return self._conn.recv()
         except (EOFError, OSError):
             pass
         self._proc.kill()
         self._proc.join()
         self._start()
-        return "XLA's parser crashed or hung"
+        return self._crashed
 
     def close(self) -> None:
         self._proc.kill()
 
 
-def judge(text: str, xla: XlaParser) -> Verdict:
+def judge(text: str, xla: XlaChild) -> Verdict:
     from ..verifier import verify
     verdict = Verdict(xla.error(text), None, None)
     try:
@@ -137,7 +154,7 @@ def main(argv=None) -> int:
     ap.add_argument("--list", action="store_true", help="print every disagreement")
     args = ap.parse_args(argv)
     groups = collect(args.paths)
-    xla = XlaParser()
+    xla = XlaChild()
     print(f"{'group':14} {'modules':>7} " + " ".join(f"{c:>13}" for c in COLUMNS))
     disagreements = []
     try:
