@@ -1,8 +1,8 @@
 """Gated rulesets: run only the rules that can match.
 
 egglog evaluates every rule of a ruleset in every iteration, each as one semi-naive variant
-per query atom, whether or not anything it reads can match: ~7 µs a rule per iteration
-once the term tables grew, most of a small module's rewriting time. A rule whose query
+per query atom, whether or not anything it reads can match: 600 rules that never match
+added 1.7 ms to every iteration of a 138-e-node module (2.9 µs a rule). A rule whose query
 holds a term atom with a literal opcode (`(Op2 "dot" ...)`) cannot match while no term
 has that opcode. So a ruleset's rules are split into groups, consecutive rules with the
 same required opcodes sharing one (the rules' order, and so egglog's, is kept); the
