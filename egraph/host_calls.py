@@ -70,7 +70,7 @@ class HostCalls:
             if size == self.sizes[fn.name]:
                 continue
             self.sizes[fn.name] = size
-            for columns in _rows(egraph, request_table(fn)):
+            for columns in table_rows(egraph, request_table(fn)):
                 if columns in self.seen[fn.name]:
                     continue
                 self.seen[fn.name].add(columns)
@@ -115,7 +115,7 @@ def _table_sizes(egraph) -> dict[str, int]:
     return dict(out.sizes)
 
 
-def _rows(egraph, table: str):
+def table_rows(egraph, table: str):
     """The argument tuples of a table's rows, as Python values (lists become tuples)."""
     [out] = egraph.run_program(egg.PrintFunction(SPAN, table, None, None,
                                                  egg.DefaultPrintFunctionMode()))

@@ -9,12 +9,14 @@ values made inside a push (the dims of every type, attribute lists) after the po
 0.4 to 2.5 KB per e-node of each session, and frees them only with the e-graph: so a
 prepared e-graph is rebuilt once its sessions have held RECYCLE_ENODES e-nodes in all.
 
-An iteration: `analysis` to saturation (types of new terms), fold requests and their
-evaluation, host-call requests and their answers (host_calls.py), then one
-`(run <phase> 1)`. Between iterations the runner checks whether
-anything changed (saturated), the e-node count (`get-size!` over the term tables) against the
-node limit, also predicting the next iteration from the last growth, and the wall time
-against the time limit. egglog cannot be interrupted inside an iteration, hence prediction.
+An iteration: `analysis` to saturation (types of new terms, and which opcodes occur), fold
+requests and their evaluation, host-call requests and their answers (host_calls.py), then
+one `(run <phase> 1)`; the request and phase runs take only the rule groups whose opcodes
+occur (rule_compiler/gates.py), which match what the whole ruleset would. Between
+iterations the runner checks whether anything changed (saturated), the e-node count
+(`get-size!` over the term tables) against the node limit, also predicting the next
+iteration from the last growth, and the wall time against the time limit. egglog cannot be
+interrupted inside an iteration, hence prediction.
 """
 from __future__ import annotations
 
@@ -28,9 +30,10 @@ from .bindings import egg
 from .callees import Callees
 from .encode import Encoding
 from .fold import Folder
-from .host_calls import MAX_ROUNDS as HOST_ROUNDS, RULESET as HOST_RULESET, HostCalls
+from .host_calls import MAX_ROUNDS as HOST_ROUNDS, RULESET as HOST_RULESET, HostCalls, \
+    table_rows
 from .ingest import DECLARATIONS as INGEST_DECLARATIONS, SPAN
-from .schema import TERM_CONSTRUCTORS, declarations
+from .schema import OPCODES, TERM_CONSTRUCTORS, combined_ruleset, declarations
 
 ANALYSIS_ROUNDS = 64        # bound on one analysis run (it saturates in a few)
 # Measured over the corpus, 424 calls: resident memory levels off ~9 MB above its start
@@ -92,6 +95,9 @@ class PreparedEGraph:
         self.compiled = compiled
         self.phases = tuple(name for name in compiled.rulesets
                             if name not in ("analysis", HOST_RULESET))
+        self.gates = compiled.gates
+        self.opcodes: frozenset[str] = frozenset()          # see_opcodes, per session
+        self.combined: dict[tuple[str, ...], str] = {}      # open_ruleset's, per session
         self.folder = Folder(compiled.folds)
         self.host = HostCalls(compiled.host)
         self.egraph = egg.EGraph()
@@ -112,6 +118,8 @@ class PreparedEGraph:
         it is marked broken and rebuilt on next use."""
         self.egraph.run_program(egg.Push(1))
         self.host.reset()
+        self.opcodes = frozenset()
+        self.combined = {}
         try:
             yield self
             self.enodes_held += self.size()
@@ -124,6 +132,27 @@ class PreparedEGraph:
     def worn(self) -> bool:
         """Rebuild before the next session: egglog's leftovers have grown (module doc)."""
         return self.broken or self.enodes_held >= RECYCLE_ENODES
+
+    def see_opcodes(self) -> None:
+        """Read which opcodes the terms have (after analysis, which records them)."""
+        if self.gates:
+            self.opcodes = frozenset(op for (op,) in table_rows(self.egraph, OPCODES))
+
+    def open_ruleset(self, name: str) -> str | None:
+        """What to run for ruleset `name`: its groups whose opcodes all occur
+        (rule_compiler/gates.py), as one ruleset; None when no group may match."""
+        groups = self.gates.get(name)
+        if groups is None:
+            return name
+        members = tuple(group for group, ops in groups if ops <= self.opcodes)
+        if len(members) == len(groups):
+            return name
+        if len(members) <= 1:
+            return members[0] if members else None
+        if members not in self.combined:
+            self.combined[members] = f"{name}/open{len(self.combined)}"
+            self.run(combined_ruleset(self.combined[members], members))
+        return self.combined[members]
 
     def same_class(self, row_a: int, row_b: int) -> bool:
         """Are two encoding rows' terms in one e-class?"""
@@ -204,8 +233,12 @@ def _iteration(prep: PreparedEGraph, phase: str, encoding: Encoding, callees: Ca
         report.fold_failures = prep.folder.failures
         if folds:
             _timed_run(prep, "analysis", ANALYSIS_ROUNDS, report)
+    prep.see_opcodes()
     answers = _answer_host_calls(prep, report)
-    result = _timed_run(prep, phase, 1, report)
+    ruleset = prep.open_ruleset(phase)
+    if ruleset is None:
+        return folds > 0 or answers > 0
+    result = _timed_run(prep, ruleset, 1, report, phase)
     for name, n in result.num_matches_per_rule.items():
         report.matches[prep.rule_names.get(name, name)] += n
     for name, t in result.search_and_apply_time_per_rule.items():
@@ -217,11 +250,12 @@ def _iteration(prep: PreparedEGraph, phase: str, encoding: Encoding, callees: Ca
 def _answer_host_calls(prep: PreparedEGraph, report: RunReport) -> int:
     """Request rounds until nothing new is asked (a nested call asks once the call inside
     it is answered); returns the number of answers written."""
-    if not prep.host.functions:
+    ruleset = prep.open_ruleset(HOST_RULESET)
+    if not prep.host.functions or ruleset is None:
         return 0
     total = 0
     for _ in range(HOST_ROUNDS):
-        _timed_run(prep, HOST_RULESET, 1, report)
+        _timed_run(prep, ruleset, 1, report, HOST_RULESET)
         t0 = time.perf_counter()
         answers = prep.host.answer(prep.egraph)
         report.add_time("host", time.perf_counter() - t0)
@@ -231,11 +265,14 @@ def _answer_host_calls(prep: PreparedEGraph, report: RunReport) -> int:
     return total
 
 
-def _timed_run(prep: PreparedEGraph, ruleset: str, rounds: int, report: RunReport):
+def _timed_run(prep: PreparedEGraph, ruleset: str, rounds: int, report: RunReport,
+               phase: str = ""):
+    """Run `ruleset`, its time counted as `phase`'s (default: its own name)."""
+    phase = phase or ruleset
     t0 = time.perf_counter()
     try:
         [output] = prep.run(f"(run {ruleset} {rounds})")
     except egg.EggSmolError as e:
-        raise HloError(f"saturation failed in ruleset {ruleset}: {e}") from None
-    report.add_time(ruleset, time.perf_counter() - t0)
+        raise HloError(f"saturation failed in ruleset {phase}: {e}") from None
+    report.add_time(phase, time.perf_counter() - t0)
     return output.report

@@ -87,6 +87,7 @@ TERM_CONSTRUCTORS = ("Leaf", "Op1", "Op2", "Op3", "OpV")
 #                                the folder names e when it holds no leaf itself
 CONSTANT = "Const"
 CONSTANT_BROADCAST = "ConstBroadcast"
+OPCODES = "Opcodes"     # (Opcodes op): some term has opcode op (rule_compiler/gates.py)
 
 
 def declarations() -> str:
@@ -113,12 +114,13 @@ def declarations() -> str:
 (function tyof (Term) Type :no-merge)
 {relations}
 {dtype_facts}
+(relation {OPCODES} (String))
 (ruleset analysis)
-(rule ((= e (Leaf op k a t))) ((set (tyof e) t)) :ruleset analysis)
-(rule ((= e (Op1 op x a t))) ((set (tyof e) t)) :ruleset analysis)
-(rule ((= e (Op2 op x y a t))) ((set (tyof e) t)) :ruleset analysis)
-(rule ((= e (Op3 op x y z a t))) ((set (tyof e) t)) :ruleset analysis)
-(rule ((= e (OpV op xs a t))) ((set (tyof e) t)) :ruleset analysis)
+(rule ((= e (Leaf op k a t))) ((set (tyof e) t) ({OPCODES} op)) :ruleset analysis)
+(rule ((= e (Op1 op x a t))) ((set (tyof e) t) ({OPCODES} op)) :ruleset analysis)
+(rule ((= e (Op2 op x y a t))) ((set (tyof e) t) ({OPCODES} op)) :ruleset analysis)
+(rule ((= e (Op3 op x y z a t))) ((set (tyof e) t) ({OPCODES} op)) :ruleset analysis)
+(rule ((= e (OpV op xs a t))) ((set (tyof e) t) ({OPCODES} op)) :ruleset analysis)
 (relation {CONSTANT} (Term i64 String Attr Type))
 (relation {CONSTANT_BROADCAST} (Term Term Attr Type))
 (rule ((= e (Leaf "constant" k a t)) (= a ({attr_constructor("constant")} v r)))
@@ -204,6 +206,11 @@ def set_value(call: str, value) -> str:
 
 def ruleset(name: str) -> str:
     return f"(ruleset {name})"
+
+
+def combined_ruleset(name: str, members: Sequence[str]) -> str:
+    """A ruleset running its members' rules together, one iteration as one."""
+    return f"(unstable-combined-ruleset {name} {' '.join(members)})"
 
 
 def relation(name: str, sorts: Sequence[str]) -> str:

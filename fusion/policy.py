@@ -15,6 +15,7 @@ Whatever the declarations say, an instruction the target's code generator cannot
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from operator import attrgetter
 from typing import Callable, Iterable, NamedTuple
@@ -69,27 +70,40 @@ class _Decl:
     guards: list            # guard IR (guard_analysis)
 
 
+@functools.lru_cache(maxsize=8)
+def _analyzed(fuses: tuple[Fuse, ...], limits: tuple[Limit, ...]):
+    """The declarations' analyzed guards: producer and sibling declarations, limits, and the
+    kernel facts the limits read. Kept per process: analysis costs ~2 ms, a tenth of a small
+    module's optimization, and every optimize call builds a policy."""
+    producer_rules: list[_Decl] = []
+    sibling_rules: list[_Decl] = []
+    for f in fuses:
+        with naming(f"fuse {f.name}"):
+            scope = producer_scope() if f.relation == "<-" else sibling_scope()
+            decl = _Decl(f.name, _ops_test(f.consumers, f), _ops_test(f.producers, f),
+                         analyze_guards(f.guards, scope))
+        (producer_rules if f.relation == "<-" else sibling_rules).append(decl)
+    analyzed_limits: list[list] = []
+    for lim in limits:
+        with naming(f"limit {lim.name}"):
+            analyzed_limits.append(analyze_guards(lim.guards, kernel_scope()))
+    read = sorted({KERNEL_FACTS[n] for guards in analyzed_limits for g in guards
+                   for n in names_read(g) if n in KERNEL_FACTS})
+    return tuple(producer_rules), tuple(sibling_rules), tuple(analyzed_limits), read
+
+
 class FusionPolicy:
     """What may fuse, per the declarations of a rule set, on one target."""
 
     def __init__(self, fuses: Iterable[Fuse], limits: Iterable[Limit], target: str):
         self.target = target
         self.emitted = emits(target)
-        self.producer_rules: list[_Decl] = []
-        self.sibling_rules: list[_Decl] = []
-        for f in fuses:
-            with naming(f"fuse {f.name}"):
-                scope = producer_scope() if f.relation == "<-" else sibling_scope()
-                decl = _Decl(f.name, _ops_test(f.consumers, f), _ops_test(f.producers, f),
-                             analyze_guards(f.guards, scope))
-            (self.producer_rules if f.relation == "<-" else self.sibling_rules).append(decl)
-        self.limits: list[list] = []
-        for lim in limits:
-            with naming(f"limit {lim.name}"):
-                self.limits.append(analyze_guards(lim.guards, kernel_scope()))
+        producer_rules, sibling_rules, analyzed_limits, read = \
+            _analyzed(tuple(fuses), tuple(limits))
+        self.producer_rules: list[_Decl] = list(producer_rules)
+        self.sibling_rules: list[_Decl] = list(sibling_rules)
+        self.limits: list[list] = list(analyzed_limits)
         # limits are remembered by what they read of a kernel: fusion asks about thousands
-        read = sorted({KERNEL_FACTS[n] for guards in self.limits for g in guards
-                       for n in names_read(g) if n in KERNEL_FACTS})
         self._limited_by = attrgetter(*read) if read else (lambda kernel: ())
         self._within: dict[object, bool] = {}
         self._answers: dict[tuple, bool] = {}

@@ -30,10 +30,11 @@ from ..grammar.rules_parser import (MODES, Fuse, Limit, RawEgglog, Rule, RuleFil
                                     check_unique_names, load_rules)
 from ..egraph.host_calls import RULESET as HOST_RULESET, declarations as host_declarations
 from .rule_analysis import analyze_fold, analyze_rule
+from .gates import Gates
 from .rule_emit import CLASS_DECLARATIONS, emit_rule, rule_command
 from .rule_functions import FUNCTIONS
 from .rule_ir import FoldIR
-from ..egraph.schema import declarations, ruleset
+from ..egraph.schema import declarations
 
 PHASES = ("simplify",)     # always declared, so a schedule may name it
 
@@ -80,6 +81,7 @@ class CompiledRules:
     skipped: tuple[Rule, ...]                # rules whose mode is beyond fp_mode
     origins: dict[str, object]               # command -> Rule or RawEgglog, for errors
     host: tuple[str, ...]                    # the host functions the rules call
+    gates: dict[str, tuple[tuple[str, frozenset[str]], ...]]   # gates.py: ruleset -> groups
     fuses: tuple[Fuse, ...] = ()             # fusion legality (fusion/policy.py reads them)
     limits: tuple[Limit, ...] = ()
 
@@ -148,6 +150,8 @@ def _compile(key, fp_mode: str) -> CompiledRules:
     origins: dict[str, object] = {}
     calls: dict[str, set] = {}
     skipped = []
+    declared = set(re.findall(r"\(ruleset (\S+?)\)", declarations()))
+    gates = Gates(declared | {raw.ruleset for raw in raws})
     for rule in rules:
         ir = analyze_rule(rule)          # every rule is checked, whatever the mode
         if not mode_allows(rule.mode, fp_mode):
@@ -158,12 +162,13 @@ def _compile(key, fp_mode: str) -> CompiledRules:
             calls.setdefault(fn, set()).update(args)
         for i, (query, actions) in enumerate(variants):
             name = rule.name if len(variants) == 1 else f"{rule.name}#{i}"
-            command = rule_command(query, actions, rule.ruleset, name)
+            command = rule_command(query, actions, gates.ruleset(rule.ruleset, query), name)
             rulesets.setdefault(rule.ruleset, []).append(command)
             names[name] = rule
             origins[command] = rule
         for i, (query, action) in enumerate(requests):
-            command = rule_command(query, action, HOST_RULESET, f"{rule.name}/request{i}")
+            command = rule_command(query, action, gates.ruleset(HOST_RULESET, query),
+                                   f"{rule.name}/request{i}")
             rulesets.setdefault(HOST_RULESET, []).append(command)
             origins[command] = rule
     for raw in raws:
@@ -172,8 +177,7 @@ def _compile(key, fp_mode: str) -> CompiledRules:
     fold_irs = tuple(analyze_fold(f) for f in folds)
     for item in (*rules, *raws, *folds):     # declared even when no rule runs in this mode
         rulesets.setdefault(item.ruleset, [])
-    declared = set(re.findall(r"\(ruleset (\S+?)\)", declarations()))
-    prelude = [ruleset(name) for name in rulesets if name not in declared]
+    prelude = [d for name in rulesets if name not in declared for d in gates.declarations(name)]
     prelude.append(CLASS_DECLARATIONS)
     facts = [FUNCTIONS[fn].facts(args) for fn, args in sorted(calls.items())
              if FUNCTIONS[fn].facts is not None]
@@ -181,4 +185,4 @@ def _compile(key, fp_mode: str) -> CompiledRules:
     prelude += facts + [host_declarations(FUNCTIONS[fn]) for fn in host]
     return CompiledRules(fp_mode, tuple(prelude),
                          {name: tuple(cmds) for name, cmds in rulesets.items()}, names,
-                         fold_irs, tuple(skipped), origins, host)
+                         fold_irs, tuple(skipped), origins, host, gates.table())

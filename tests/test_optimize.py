@@ -88,6 +88,22 @@ def test_rules_rewrite_and_the_result_is_the_same_function(rules):
     assert_equivalent(module, out)
 
 
+def test_a_rule_whose_opcodes_only_rewriting_creates_still_fires(tmp_path):
+    # Rules run only once the opcodes their patterns name occur (rule_compiler/gates.py):
+    # `back` names add and negate, which the input lacks and `forward` creates.
+    path = tmp_path / "gated.rules"
+    path.write_text("rule forward: subtract(x, y) => add(x, negate(y))\n"
+                    "rule back: add(x, negate(y)) => multiply(x, y)\n"
+                    "rule never: dot(x, y) => x\n")
+    module = entry("""
+  p = f32[4] parameter(0)
+  q = f32[4] parameter(1)
+  ROOT s = f32[4] subtract(p, q)""")
+    _, report = hlo_opt.optimize(module, rules=[str(path)], stats=True, fusion=False)
+    assert report.matches["forward"] == 1 and report.matches["back"] == 1
+    assert report.matches["never"] == 0
+
+
 def test_constants_fold(rules):
     out = hlo_opt.optimize(entry("""
   two = f32[] constant(2)

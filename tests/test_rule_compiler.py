@@ -210,6 +210,25 @@ def test_modes_select_rules_and_every_rule_is_named():
     assert "$" not in fast.program()           # never globals inside rules
 
 
+def test_rules_are_grouped_by_the_opcodes_they_name_and_the_ruleset_runs_every_group():
+    compiled = compile_text("rule a: negate(negate(x)) => x\n"
+                            "rule b: negate(abs(x)) => abs(x)\n"
+                            "rule c: abs(abs(x)) => abs(x)\n"
+                            "rule d: negate(abs(x)) => negate(x)\n")
+    assert compiled.gates["simplify"] == (("simplify/0", {"negate"}),
+                                          ("simplify/1", {"negate", "abs"}),
+                                          ("simplify/2", {"abs"}),
+                                          ("simplify/3", {"negate", "abs"}))
+    eg = egraph("rule c: abs(abs(x)) => abs(x)\nrule a: negate(negate(x)) => x")
+    run(eg, f"""
+(let $x {param(0, F23)})
+(let $a (Op1 "abs" (Op1 "abs" $x (A "") {F23}) (A "") {F23}))
+(let $n (Op1 "negate" (Op1 "negate" $x (A "") {F23}) (A "") {F23}))
+(run-schedule (saturate (run analysis)))
+(run simplify 1)""")
+    assert holds(eg, '(= $n $x)') and holds(eg, f'(= $a (Op1 "abs" $x (A "") {F23}))')
+
+
 def test_compilation_is_cached():
     rule_file = load_rule_set([str(RULES / "shapes.rules")])
     assert compile_rules(rule_file, "xla") is compile_rules(rule_file, "xla")
