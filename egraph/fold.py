@@ -79,6 +79,8 @@ MAX_FOLD_INPUT = 1 << 20
 class Folder:
     """Analyzed fold declarations; `apply` folds what one iteration requested."""
 
+    BUILDS = frozenset({"constant", "broadcast"})     # the opcodes of the terms folding adds
+
     def __init__(self, folds: list[FoldIR]):
         self.ops: dict[str, list[FoldIR]] = {}
         for fold in folds:

@@ -4,7 +4,10 @@ happened and why it stopped.
 
 Loading a compiled rule set costs from 0.1 s to seconds and a push/pop from 1 to a few
 hundred ms, both growing with the size of the rules' egglog text: `prepared()` keeps the
-loaded e-graph and every module runs inside `session()`. egglog (13.2) keeps the container
+loaded e-graph and every module runs inside `session()`. A module's e-graph holds only the
+rules that can match its opcodes (CompiledRules.usable): push and pop copy every loaded
+rule, 15-35 us each per call, so modules that can use the same rules share one e-graph,
+loaded with them alone. egglog (13.2) keeps the container
 values made inside a push (the dims of every type, attribute lists) after the pop, about
 0.4 to 2.5 KB per e-node of each session, and frees them only with the e-graph: so a
 prepared e-graph is rebuilt once its sessions have held RECYCLE_ENODES e-nodes in all.
@@ -24,6 +27,7 @@ import time
 from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Iterable
 
 from ..errors import HloError
 from .bindings import egg
@@ -89,10 +93,12 @@ class RunReport:
 
 
 class PreparedEGraph:
-    """An e-graph holding the schema, the ingest and fold rules and one compiled rule set."""
+    """An e-graph holding the schema, the ingest and fold rules and a compiled rule set (its
+    `rules` that can match, see CompiledRules.usable)."""
 
-    def __init__(self, compiled):
+    def __init__(self, compiled, rules: tuple[str, ...] | None = None):
         self.compiled = compiled
+        self.rules = rules
         self.phases = tuple(name for name in compiled.rulesets
                             if name not in ("analysis", HOST_RULESET))
         self.gates = compiled.gates
@@ -105,7 +111,7 @@ class PreparedEGraph:
         self.enodes_held = 0        # e-nodes of all sessions so far (see RECYCLE_ENODES)
         for text in (declarations(), INGEST_DECLARATIONS, self.folder.declarations()):
             self.run(text)
-        compiled.load(self.egraph)
+        compiled.load(self.egraph, rules)
         self.rule_names = {name: rule.name for name, rule in compiled.rule_names.items()}
 
     def run(self, text: str) -> list:
@@ -169,21 +175,34 @@ class PreparedEGraph:
         return self.egraph.value_to_i64(value)
 
 
-_PREPARED: dict[int, PreparedEGraph] = {}
-_CACHE_SIZE = 4
+_PREPARED: dict[tuple, PreparedEGraph] = {}
+_CACHE_SIZE = 6
+_USABLE: dict[tuple, tuple] = {}        # (id(compiled), opcodes) -> (compiled, its rules)
 
 
-def prepared(compiled) -> PreparedEGraph:
+def prepared(compiled, opcodes: Iterable[str] | None = None) -> PreparedEGraph:
     """The process-wide e-graph for `compiled` (pipeline.compiled_rules keeps compiled rule
-    sets, so the same rules give the same object)."""
-    entry = _PREPARED.pop(id(compiled), None)
+    sets, so the same rules give the same object), loaded with the rules that can match on
+    terms of `opcodes` (every rule when None). Modules that can use the same rules share
+    one e-graph."""
+    rules = None
+    if opcodes is not None:
+        key = (id(compiled), frozenset(opcodes) | Folder.BUILDS)
+        known = _USABLE.get(key)
+        if known is None or known[0] is not compiled:
+            if len(_USABLE) >= 64 * _CACHE_SIZE:
+                _USABLE.clear()
+            known = _USABLE[key] = (compiled, compiled.usable(key[1]))
+        rules = known[1]
+    key = (id(compiled), rules)
+    entry = _PREPARED.pop(key, None)
     if entry is not None and (entry.worn or entry.compiled is not compiled):
         entry = None                                # freed before its successor is built
     if entry is None:
         if len(_PREPARED) >= _CACHE_SIZE:
             _PREPARED.pop(next(iter(_PREPARED)))
-        entry = PreparedEGraph(compiled)
-    _PREPARED[id(compiled)] = entry                 # last used last: evicted last
+        entry = PreparedEGraph(compiled, rules)
+    _PREPARED[key] = entry                          # last used last: evicted last
     return entry
 
 

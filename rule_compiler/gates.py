@@ -24,9 +24,10 @@ from ..egraph.schema import TERM_CONSTRUCTORS, combined_ruleset, ruleset
 _OPCODE_ATOM = re.compile(rf'\((?:{"|".join(TERM_CONSTRUCTORS)}) "([^"]+)"')
 
 
-def required_opcodes(query: str) -> frozenset[str]:
-    """The opcodes a rule's query names literally: each must occur for it to match."""
-    return frozenset(_OPCODE_ATOM.findall(query))
+def opcodes_named(text: str) -> frozenset[str]:
+    """The opcodes egglog text names literally in term atoms: in a rule's query, each must
+    occur for it to match; in its actions, the opcodes of the terms it may build."""
+    return frozenset(_OPCODE_ATOM.findall(text))
 
 
 class Gates:
@@ -40,7 +41,7 @@ class Gates:
         """The ruleset a rule of ruleset `name` with this query is declared in."""
         if name in self.whole:
             return name
-        ops = required_opcodes(query)
+        ops = opcodes_named(query)
         groups = self.groups.setdefault(name, [])
         if not groups or groups[-1][1] != ops:
             groups.append((f"{name}/{len(groups)}", ops))

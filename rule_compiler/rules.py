@@ -22,6 +22,7 @@ import functools
 import os
 import re
 import tempfile
+from collections.abc import Iterable
 from importlib import resources
 
 from ..errors import HloError
@@ -30,7 +31,7 @@ from ..grammar.rules_parser import (MODES, Fuse, Limit, RawEgglog, Rule, RuleFil
                                     check_unique_names, load_rules)
 from ..egraph.host_calls import RULESET as HOST_RULESET, declarations as host_declarations
 from .rule_analysis import analyze_fold, analyze_rule
-from .gates import Gates
+from .gates import Gates, opcodes_named
 from .rule_emit import CLASS_DECLARATIONS, emit_rule, rule_command
 from .rule_functions import FUNCTIONS
 from .rule_ir import FoldIR
@@ -82,22 +83,54 @@ class CompiledRules:
     origins: dict[str, object]               # command -> Rule or RawEgglog, for errors
     host: tuple[str, ...]                    # the host functions the rules call
     gates: dict[str, tuple[tuple[str, frozenset[str]], ...]]   # gates.py: ruleset -> groups
+    # command -> (opcodes its query names, opcodes of the terms it may build); raw blocks
+    # require none
+    opcodes: dict[str, tuple[frozenset[str], frozenset[str]]] = dataclasses.field(
+        default_factory=dict)
     fuses: tuple[Fuse, ...] = ()             # fusion legality (fusion/policy.py reads them)
     limits: tuple[Limit, ...] = ()
 
-    def commands(self) -> list[str]:
-        return [*self.prelude, *(c for cmds in self.rulesets.values() for c in cmds)]
+    def commands(self, rules: Iterable[str] | None = None) -> list[str]:
+        """The program: the prelude, then the rulesets' commands (those in `rules` only)."""
+        chosen = [c for cmds in self.rulesets.values() for c in cmds]
+        if rules is not None:
+            keep = set(rules)
+            chosen = [c for c in chosen if c in keep]
+        return [*self.prelude, *chosen]
 
-    def program(self) -> str:
-        return "\n".join(self.commands()) + "\n"
+    def program(self, rules: Iterable[str] | None = None) -> str:
+        return "\n".join(self.commands(rules)) + "\n"
 
-    def load(self, egraph) -> None:
-        """Add the rules to an egglog EGraph that already has schema.declarations().
+    def usable(self, opcodes: Iterable[str]) -> tuple[str, ...]:
+        """The commands that can ever match on terms of these opcodes: a rule whose query
+        names an opcode that no term has, nor any usable rule builds, never fires. Leaving
+        such rules out of the e-graph is exact, and it matters: egglog copies every loaded
+        rule on each push and pop (15-35 us a rule, every optimize call)."""
+        have = set(opcodes)
+        todo = [c for cmds in self.rulesets.values() for c in cmds]
+        chosen: set[str] = set()
+        grew = True
+        while grew:
+            grew = False
+            for command in todo:
+                if command in chosen:
+                    continue
+                required, built = self.opcodes.get(command, (frozenset(), frozenset()))
+                if required <= have:
+                    chosen.add(command)
+                    have |= built
+                    grew = True
+            todo = [c for c in todo if c not in chosen]
+        return tuple(c for cmds in self.rulesets.values() for c in cmds if c in chosen)
+
+    def load(self, egraph, rules: Iterable[str] | None = None) -> None:
+        """Add the rules (those in `rules` only) to an egglog EGraph that already has
+        schema.declarations().
 
         The program goes through a file and egglog's `include`: Rust parses it directly, which
         avoids the Python binding's parse cost (quadratic in the text of one call)."""
         from egglog.bindings import EggSmolError, Include, RustSpan
-        text = self.program()
+        text = self.program(rules)
         with tempfile.TemporaryDirectory(prefix="hlo-rules-") as folder:
             path = os.path.join(folder, "rules.egg")
             with open(path, "w", encoding="utf-8") as f:
@@ -149,6 +182,7 @@ def _compile(key, fp_mode: str) -> CompiledRules:
     names: dict[str, Rule] = {}
     origins: dict[str, object] = {}
     calls: dict[str, set] = {}
+    opcodes: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
     skipped = []
     declared = set(re.findall(r"\(ruleset (\S+?)\)", declarations()))
     gates = Gates(declared | {raw.ruleset for raw in raws})
@@ -163,16 +197,19 @@ def _compile(key, fp_mode: str) -> CompiledRules:
         for i, (query, actions) in enumerate(variants):
             name = rule.name if len(variants) == 1 else f"{rule.name}#{i}"
             command = rule_command(query, actions, gates.ruleset(rule.ruleset, query), name)
+            opcodes[command] = (opcodes_named(query), opcodes_named(actions))
             rulesets.setdefault(rule.ruleset, []).append(command)
             names[name] = rule
             origins[command] = rule
         for i, (query, action) in enumerate(requests):
             command = rule_command(query, action, gates.ruleset(HOST_RULESET, query),
                                    f"{rule.name}/request{i}")
+            opcodes[command] = (opcodes_named(query), opcodes_named(action))
             rulesets.setdefault(HOST_RULESET, []).append(command)
             origins[command] = rule
     for raw in raws:
         rulesets.setdefault(raw.ruleset, []).append(raw.text)
+        opcodes[raw.text] = (frozenset(), opcodes_named(raw.text))
         origins[raw.text] = raw
     fold_irs = tuple(analyze_fold(f) for f in folds)
     for item in (*rules, *raws, *folds):     # declared even when no rule runs in this mode
@@ -185,4 +222,4 @@ def _compile(key, fp_mode: str) -> CompiledRules:
     prelude += facts + [host_declarations(FUNCTIONS[fn]) for fn in host]
     return CompiledRules(fp_mode, tuple(prelude),
                          {name: tuple(cmds) for name, cmds in rulesets.items()}, names,
-                         fold_irs, tuple(skipped), origins, host, gates.table())
+                         fold_irs, tuple(skipped), origins, host, gates.table(), opcodes)

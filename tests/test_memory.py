@@ -48,13 +48,14 @@ def test_python_objects_do_not_accumulate_across_calls():
 def test_a_worn_egraph_is_rebuilt():
     compiled = pipeline.compiled_rules("default", "xla")
     module = hlo_opt.parse(LEAKY.read_text())
+    opcodes = {i.opcode for c in module.computations for i in c.instructions}
     hlo_opt.optimize(module)
-    first = run.prepared(compiled)
+    first = run.prepared(compiled, opcodes)      # the e-graph the module's rules are in
     assert not first.worn and first.enodes_held > 0
     first.enodes_held = run.RECYCLE_ENODES
     assert first.worn
     hlo_opt.optimize(module)
-    second = run.prepared(compiled)
+    second = run.prepared(compiled, opcodes)
     assert second is not first and second.enodes_held > 0
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pathlib
 import random
+import re
 
 import pytest
 from egglog.bindings import EggSmolError, EGraph
@@ -658,3 +659,20 @@ def test_rule_file_numbers_and_representability():
     assert representable("0.1", "f16") and not representable("-1", "u8")
     assert not representable("2", "pred") and not representable("300", "s8")
     assert not representable("0.5", "s32") and not representable("-0", "s32")
+
+
+def test_an_e_graph_loads_the_rules_that_can_match_on_its_opcodes():
+    """A rule needs the opcodes its left side names: from the module or from the right side
+    of another usable rule (add and negate come from `forward`); `never` needs dot."""
+    compiled = compile_text("rule forward: subtract(x, y) => add(x, negate(y))\n"
+                            "rule back: add(x, negate(y)) => multiply(x, y)\n"
+                            "rule never: dot(x, y) => x\n", mode="xla")
+
+    def rules(commands) -> set[str]:      # the DSL rules the egglog commands come from
+        return {compiled.rule_names[re.search(r':name "([^"]+)"', c).group(1)].name
+                for c in commands}
+
+    assert rules(compiled.usable({"subtract", "parameter"})) == {"forward", "back"}
+    assert rules(compiled.usable({"add", "negate"})) == {"back"}
+    assert rules(compiled.usable({"parameter"})) == set()
+    assert rules(compiled.usable({"dot", "subtract"})) == {"forward", "back", "never"}
