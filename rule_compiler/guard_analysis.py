@@ -177,7 +177,9 @@ class GuardAnalysis:
             return Lit(v.name, "dtype")
         if not is_variable_name(v.name):
             return Lit(v.name, "str")
-        raise v.pos.error(f"unbound variable '{v.name}' ({self.scope.hint()})")
+        quote = f"; a name of a target is quoted, e.g. target == \"{v.name}\"" \
+            if "target" in self.scope.names else ""
+        raise v.pos.error(f"unbound variable '{v.name}' ({self.scope.hint()}){quote}")
 
     def call(self, v: Call):
         if v.name in FACTS:

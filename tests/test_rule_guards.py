@@ -33,6 +33,9 @@ ERRORS = [
      "fuse f: 'heroes' applies to the kernel, in a limit"),
     ("fuse f: add ~ multiply when users(producer) == 1", 1, 29,
      "'users' applies to the producer, in a producer-consumer fuse"),
+    ("fuse f: add <- multiply when target == cpu", 1, 40,
+     'unbound variable \'cpu\' (a fuse guard names consumer, producer, target); a name of a '
+     'target is quoted, e.g. target == "cpu"'),
     ("fuse f: add <- multiply when dims(producer) == dims(a)", 1, 53,
      "unbound variable 'a' (a fuse guard names consumer, producer, target)"),
     ("fuse f: add <- multiply when dims(producer) < dims(consumer)", 1, 45,
