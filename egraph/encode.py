@@ -90,6 +90,11 @@ class Encoding:
     def __len__(self) -> int:
         return len(self.opcode)
 
+    def element_types(self) -> set[str]:
+        """The element types of the encoded terms (tuple types by their leaves)."""
+        return {leaf.element_type for shape in self.type_ids
+                for leaf in (shape.leaves() if shape.is_tuple else [shape])}
+
     def add(self, computation: Computation) -> Part:
         """Encode one more computation (calls and fusions inlined into it)."""
         part = self._part = Part(computation)

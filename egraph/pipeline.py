@@ -59,7 +59,7 @@ def _optimize(module: Module, rules, fp_mode: str, target: str, time_limit: floa
     encoding = Encoding(callees)
     parts = _encode_with_subcomputations(encoding, module.entry)
     report.add_time("encode", time.perf_counter() - t0)
-    prep = prepared(compiled, encoding.opcode)
+    prep = prepared(compiled, encoding.opcode, encoding.element_types())
     with prep.session():
         t0 = time.perf_counter()
         load(prep.egraph, encoding)
@@ -178,7 +178,7 @@ def prove_equivalent(module_a: Module, module_b: Module, rules="default",
     encoding = Encoding(callees)
     a, b = encoding.add(module_a.entry), encoding.add(module_b.entry)
     report = RunReport(f"{module_a.entry.name} = {module_b.entry.name}")
-    prep = prepared(compiled_rules(rules, fp_mode), encoding.opcode)
+    prep = prepared(compiled_rules(rules, fp_mode), encoding.opcode, encoding.element_types())
     with prep.session():
         load(prep.egraph, encoding)
         saturate(prep, encoding, callees, Limits(iteration_limit, node_limit, time_limit), report)

@@ -5,7 +5,7 @@ happened and why it stopped.
 Loading a compiled rule set costs from 0.1 s to seconds and a push/pop from 1 to a few
 hundred ms, both growing with the size of the rules' egglog text: `prepared()` keeps the
 loaded e-graph and every module runs inside `session()`. A module's e-graph holds only the
-rules that can match its opcodes (CompiledRules.usable): push and pop copy every loaded
+rules that can match its opcodes and element types (CompiledRules.usable): push and pop copy every loaded
 rule, 15-35 us each per call, so modules that can use the same rules share one e-graph,
 loaded with them alone. egglog (13.2) keeps the container
 values made inside a push (the dims of every type, attribute lists) after the pop, about
@@ -29,6 +29,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Iterable
 
+from ..dtypes import COMPLEX_PART
 from ..errors import HloError
 from .bindings import egg
 from .callees import Callees
@@ -177,22 +178,25 @@ class PreparedEGraph:
 
 _PREPARED: dict[tuple, PreparedEGraph] = {}
 _CACHE_SIZE = 6
-_USABLE: dict[tuple, tuple] = {}        # (id(compiled), opcodes) -> (compiled, its rules)
+_USABLE: dict[tuple, tuple] = {}        # (id(compiled), opcodes, types) -> (compiled, rules)
 
 
-def prepared(compiled, opcodes: Iterable[str] | None = None) -> PreparedEGraph:
+def prepared(compiled, opcodes: Iterable[str] | None = None,
+             dtypes: Iterable[str] = ()) -> PreparedEGraph:
     """The process-wide e-graph for `compiled` (pipeline.compiled_rules keeps compiled rule
     sets, so the same rules give the same object), loaded with the rules that can match on
-    terms of `opcodes` (every rule when None). Modules that can use the same rules share
-    one e-graph."""
+    terms of `opcodes` and element types `dtypes` (every rule when `opcodes` is None).
+    Modules that can use the same rules share one e-graph."""
     rules = None
     if opcodes is not None:
-        key = (id(compiled), frozenset(opcodes) | Folder.BUILDS)
+        types = frozenset(dtypes)
+        key = (id(compiled), frozenset(opcodes) | Folder.BUILDS,
+               types | {COMPLEX_PART[t] for t in types if t in COMPLEX_PART})
         known = _USABLE.get(key)
         if known is None or known[0] is not compiled:
             if len(_USABLE) >= 64 * _CACHE_SIZE:
                 _USABLE.clear()
-            known = _USABLE[key] = (compiled, compiled.usable(key[1]))
+            known = _USABLE[key] = (compiled, compiled.usable(key[1], key[2]))
         rules = known[1]
     key = (id(compiled), rules)
     entry = _PREPARED.pop(key, None)

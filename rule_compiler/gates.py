@@ -19,15 +19,40 @@ from __future__ import annotations
 
 import re
 
-from ..egraph.schema import TERM_CONSTRUCTORS, combined_ruleset, ruleset
+from typing import NamedTuple
+
+from ..dtypes import DTYPES
+from ..egraph.schema import DTYPE_CLASSES, TERM_CONSTRUCTORS, combined_ruleset, ruleset
 
 _OPCODE_ATOM = re.compile(rf'\((?:{"|".join(TERM_CONSTRUCTORS)}) "([^"]+)"')
+# An element-type class test of a variable: (IsInt i_dt0).
+_CLASS_ATOM = re.compile(rf'\(({"|".join(DTYPE_CLASSES)}) [a-z]_\w+\)')
+_QUOTED = re.compile(r'"([a-z0-9_]+)"')
 
 
 def opcodes_named(text: str) -> frozenset[str]:
     """The opcodes egglog text names literally in term atoms: in a rule's query, each must
     occur for it to match; in its actions, the opcodes of the terms it may build."""
     return frozenset(_OPCODE_ATOM.findall(text))
+
+
+class Needs(NamedTuple):
+    """What a compiled command needs before it can match, and what its actions may add."""
+    opcodes: frozenset[str]          # each must occur
+    classes: frozenset[str]          # element-type classes: some type of each must occur
+    builds: frozenset[str]           # opcodes of the terms it may build
+    makes: frozenset[str]            # element types it names literally (a compare's pred...)
+
+
+def needs(query: str, actions: str) -> Needs:
+    return Needs(opcodes_named(query), frozenset(_CLASS_ATOM.findall(query)),
+                 opcodes_named(actions),
+                 frozenset(t for t in _QUOTED.findall(actions) if t in DTYPES))
+
+
+def can_match(need: Needs, opcodes: set[str], dtypes: set[str]) -> bool:
+    return need.opcodes <= opcodes and all(
+        dtypes.intersection(DTYPE_CLASSES[c]) for c in need.classes)
 
 
 class Gates:

@@ -31,7 +31,7 @@ from ..grammar.rules_parser import (MODES, Fuse, Limit, RawEgglog, Rule, RuleFil
                                     check_unique_names, load_rules)
 from ..egraph.host_calls import RULESET as HOST_RULESET, declarations as host_declarations
 from .rule_analysis import analyze_fold, analyze_rule
-from .gates import Gates, opcodes_named
+from .gates import Gates, Needs, can_match, needs
 from .rule_emit import CLASS_DECLARATIONS, emit_rule, rule_command
 from .rule_functions import FUNCTIONS
 from .rule_ir import FoldIR
@@ -83,10 +83,8 @@ class CompiledRules:
     origins: dict[str, object]               # command -> Rule or RawEgglog, for errors
     host: tuple[str, ...]                    # the host functions the rules call
     gates: dict[str, tuple[tuple[str, frozenset[str]], ...]]   # gates.py: ruleset -> groups
-    # command -> (opcodes its query names, opcodes of the terms it may build); raw blocks
-    # require none
-    opcodes: dict[str, tuple[frozenset[str], frozenset[str]]] = dataclasses.field(
-        default_factory=dict)
+    # command -> what it needs before it can match (gates.Needs); raw blocks need nothing
+    needs: dict[str, Needs] = dataclasses.field(default_factory=dict)
     fuses: tuple[Fuse, ...] = ()             # fusion legality (fusion/policy.py reads them)
     limits: tuple[Limit, ...] = ()
 
@@ -101,24 +99,25 @@ class CompiledRules:
     def program(self, rules: Iterable[str] | None = None) -> str:
         return "\n".join(self.commands(rules)) + "\n"
 
-    def usable(self, opcodes: Iterable[str]) -> tuple[str, ...]:
-        """The commands that can ever match on terms of these opcodes: a rule whose query
-        names an opcode that no term has, nor any usable rule builds, never fires. Leaving
-        such rules out of the e-graph is exact, and it matters: egglog copies every loaded
-        rule on each push and pop (15-35 us a rule, every optimize call)."""
-        have = set(opcodes)
+    def usable(self, opcodes: Iterable[str], dtypes: Iterable[str]) -> tuple[str, ...]:
+        """The commands that can ever match on terms of these opcodes and element types: a
+        rule whose query names an opcode (or an element-type class) that no term has, nor
+        any usable rule builds, never fires. Leaving such rules out of the e-graph is exact,
+        and it matters: egglog copies every loaded rule on each push and pop (15-35 us a
+        rule, every optimize call)."""
+        have, types = set(opcodes), set(dtypes)
         todo = [c for cmds in self.rulesets.values() for c in cmds]
         chosen: set[str] = set()
         grew = True
         while grew:
             grew = False
             for command in todo:
-                if command in chosen:
-                    continue
-                required, built = self.opcodes.get(command, (frozenset(), frozenset()))
-                if required <= have:
+                need = self.needs.get(command)
+                if need is None or can_match(need, have, types):
                     chosen.add(command)
-                    have |= built
+                    if need is not None:
+                        have |= need.builds
+                        types |= need.makes
                     grew = True
             todo = [c for c in todo if c not in chosen]
         return tuple(c for cmds in self.rulesets.values() for c in cmds if c in chosen)
@@ -182,7 +181,7 @@ def _compile(key, fp_mode: str) -> CompiledRules:
     names: dict[str, Rule] = {}
     origins: dict[str, object] = {}
     calls: dict[str, set] = {}
-    opcodes: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
+    needed: dict[str, Needs] = {}
     skipped = []
     declared = set(re.findall(r"\(ruleset (\S+?)\)", declarations()))
     gates = Gates(declared | {raw.ruleset for raw in raws})
@@ -197,19 +196,19 @@ def _compile(key, fp_mode: str) -> CompiledRules:
         for i, (query, actions) in enumerate(variants):
             name = rule.name if len(variants) == 1 else f"{rule.name}#{i}"
             command = rule_command(query, actions, gates.ruleset(rule.ruleset, query), name)
-            opcodes[command] = (opcodes_named(query), opcodes_named(actions))
+            needed[command] = needs(query, actions)
             rulesets.setdefault(rule.ruleset, []).append(command)
             names[name] = rule
             origins[command] = rule
         for i, (query, action) in enumerate(requests):
             command = rule_command(query, action, gates.ruleset(HOST_RULESET, query),
                                    f"{rule.name}/request{i}")
-            opcodes[command] = (opcodes_named(query), opcodes_named(action))
+            needed[command] = needs(query, action)
             rulesets.setdefault(HOST_RULESET, []).append(command)
             origins[command] = rule
     for raw in raws:
         rulesets.setdefault(raw.ruleset, []).append(raw.text)
-        opcodes[raw.text] = (frozenset(), opcodes_named(raw.text))
+        needed[raw.text] = needs("", raw.text)
         origins[raw.text] = raw
     fold_irs = tuple(analyze_fold(f) for f in folds)
     for item in (*rules, *raws, *folds):     # declared even when no rule runs in this mode
@@ -222,4 +221,4 @@ def _compile(key, fp_mode: str) -> CompiledRules:
     prelude += facts + [host_declarations(FUNCTIONS[fn]) for fn in host]
     return CompiledRules(fp_mode, tuple(prelude),
                          {name: tuple(cmds) for name, cmds in rulesets.items()}, names,
-                         fold_irs, tuple(skipped), origins, host, gates.table(), opcodes)
+                         fold_irs, tuple(skipped), origins, host, gates.table(), needed)

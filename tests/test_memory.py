@@ -48,14 +48,17 @@ def test_python_objects_do_not_accumulate_across_calls():
 def test_a_worn_egraph_is_rebuilt():
     compiled = pipeline.compiled_rules("default", "xla")
     module = hlo_opt.parse(LEAKY.read_text())
-    opcodes = {i.opcode for c in module.computations for i in c.instructions}
+    insts = [i for c in module.computations for i in c.instructions]
+    opcodes = {i.opcode for i in insts}
+    types = {s.element_type for i in insts for s in
+             (i.shape.leaves() if i.shape.is_tuple else [i.shape])}
     hlo_opt.optimize(module)
-    first = run.prepared(compiled, opcodes)      # the e-graph the module's rules are in
+    first = run.prepared(compiled, opcodes, types)   # the e-graph the module's rules are in
     assert not first.worn and first.enodes_held > 0
     first.enodes_held = run.RECYCLE_ENODES
     assert first.worn
     hlo_opt.optimize(module)
-    second = run.prepared(compiled, opcodes)
+    second = run.prepared(compiled, opcodes, types)
     assert second is not first and second.enodes_held > 0
 
 

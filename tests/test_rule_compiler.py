@@ -662,17 +662,22 @@ def test_rule_file_numbers_and_representability():
 
 
 def test_an_e_graph_loads_the_rules_that_can_match_on_its_opcodes():
-    """A rule needs the opcodes its left side names: from the module or from the right side
-    of another usable rule (add and negate come from `forward`); `never` needs dot."""
+    """A rule needs the opcodes its left side names and the element-type classes its guards
+    test: from the module, or from the right side of another usable rule (add and negate
+    come from `forward`); `never` needs dot, `ints` an integer type."""
     compiled = compile_text("rule forward: subtract(x, y) => add(x, negate(y))\n"
                             "rule back: add(x, negate(y)) => multiply(x, y)\n"
-                            "rule never: dot(x, y) => x\n", mode="xla")
+                            "rule never: dot(x, y) => x\n"
+                            "rule ints: negate(negate(x)) => x when is_int(x)\n", mode="xla")
 
     def rules(commands) -> set[str]:      # the DSL rules the egglog commands come from
         return {compiled.rule_names[re.search(r':name "([^"]+)"', c).group(1)].name
                 for c in commands}
 
-    assert rules(compiled.usable({"subtract", "parameter"})) == {"forward", "back"}
-    assert rules(compiled.usable({"add", "negate"})) == {"back"}
-    assert rules(compiled.usable({"parameter"})) == set()
-    assert rules(compiled.usable({"dot", "subtract"})) == {"forward", "back", "never"}
+    f32 = {"f32"}
+    assert rules(compiled.usable({"subtract", "parameter"}, f32)) == {"forward", "back"}
+    assert rules(compiled.usable({"subtract", "parameter"}, {"s8"})) == {"forward", "back",
+                                                                         "ints"}
+    assert rules(compiled.usable({"add", "negate"}, f32)) == {"back"}
+    assert rules(compiled.usable({"parameter"}, f32)) == set()
+    assert rules(compiled.usable({"dot", "subtract"}, f32)) == {"forward", "back", "never"}
