@@ -5,9 +5,9 @@ happened and why it stopped.
 Loading a compiled rule set costs from 0.1 s to seconds and a push/pop from 1 to a few
 hundred ms, both growing with the size of the rules' egglog text: `prepared()` keeps the
 loaded e-graph and every module runs inside `session()`. A module's e-graph holds only the
-rules that can match its opcodes and element types (CompiledRules.usable): push and pop copy every loaded
-rule, 15-35 us each per call, so modules that can use the same rules share one e-graph,
-loaded with them alone. egglog (13.2) keeps the container
+rules that can match its opcodes and element types (CompiledRules.usable): push and pop
+copy every loaded rule, 15-35 us each per call, so modules that can use the same rules
+share one e-graph, loaded with them alone. egglog (13.2) keeps the container
 values made inside a push (the dims of every type, attribute lists) after the pop, about
 0.4 to 2.5 KB per e-node of each session, and frees them only with the e-graph: so a
 prepared e-graph is rebuilt once its sessions have held RECYCLE_ENODES e-nodes in all.
