@@ -38,6 +38,7 @@ from .fold import Folder
 from .host_calls import MAX_ROUNDS as HOST_ROUNDS, RULESET as HOST_RULESET, HostCalls, \
     table_rows
 from .ingest import DECLARATIONS as INGEST_DECLARATIONS, SPAN
+from . import schema
 from .schema import OPCODES, TERM_CONSTRUCTORS, combined_ruleset, declarations
 
 ANALYSIS_ROUNDS = 64        # bound on one analysis run (it saturates in a few)
@@ -164,7 +165,7 @@ class PreparedEGraph:
     def same_class(self, row_a: int, row_b: int) -> bool:
         """Are two encoding rows' terms in one e-class?"""
         try:
-            self.run(f"(check (= (Nd {row_a}) (Nd {row_b})))")
+            self.run(schema.check(schema.eq(schema.atom("Nd", row_a), schema.atom("Nd", row_b))))
         except egg.EggSmolError:
             return False
         return True
@@ -294,7 +295,7 @@ def _timed_run(prep: PreparedEGraph, ruleset: str, rounds: int, report: RunRepor
     phase = phase or ruleset
     t0 = time.perf_counter()
     try:
-        [output] = prep.run(f"(run {ruleset} {rounds})")
+        [output] = prep.run(schema.run(ruleset, rounds))
     except egg.EggSmolError as e:
         raise HloError(f"saturation failed in ruleset {phase}: {e}") from None
     report.add_time(phase, time.perf_counter() - t0)

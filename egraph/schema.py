@@ -231,6 +231,11 @@ def run(ruleset: str, iterations: int) -> str:
     return f"(run {ruleset} {iterations})"
 
 
+def check(*facts: str) -> str:
+    """A query that fails (an egglog error) unless every fact holds."""
+    return f"(check {' '.join(facts)})"
+
+
 def rule(query: Sequence[str], actions: Sequence[str], ruleset: str, name: str = "") -> str:
     named = f' :name "{name}"' if name else ""
     return (f"(rule ({' '.join(query)})\n      ({' '.join(actions)})\n"
