@@ -97,7 +97,7 @@ class FusionPolicy:
 
     def __init__(self, fuses: Iterable[Fuse], limits: Iterable[Limit], target: str):
         self.target = target
-        self.emitted = emits(target)
+        self._emits = emits(target)
         producer_rules, sibling_rules, analyzed_limits, read = \
             _analyzed(tuple(fuses), tuple(limits))
         self.producer_rules: list[_Decl] = list(producer_rules)
@@ -107,6 +107,15 @@ class FusionPolicy:
         self._limited_by = attrgetter(*read) if read else (lambda kernel: ())
         self._within: dict[object, bool] = {}
         self._answers: dict[tuple, bool] = {}
+        self._emitted: dict[int, bool] = {}     # id(instruction) -> emits(target)(it)
+
+    def emitted(self, inst: Instruction) -> bool:
+        """Whether the target emits `inst` in a kernel, asked once per instruction (a
+        producer is asked about for each of its consumers)."""
+        known = self._emitted.get(id(inst))
+        if known is None:
+            known = self._emitted[id(inst)] = self._emits(inst)
+        return known
 
     @property
     def enabled(self) -> bool:
