@@ -3,7 +3,7 @@ XLA's own simplifier tests.
 
     python -m hlo_opt.tools.simplifier_parity PATH/algebraic_simplifier_test.cc
         [--rules default] [--unsound docs/simplifier_unsound.md] [--out docs/simplifier_parity.md]
-        [--no-xla]
+        [--no-xla] [--only REGEX]
 
 The C++ file is split into tests (tools/cc_tests.py: each test's HLO modules and whether the
 test expects the simplifier to change each one). Every module is parsed by us, executed by
@@ -371,10 +371,15 @@ def render(rows: list[Row], source: str, rules: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def parity_rows(cpp: str, rules: list[str], unsound: set[str], use_xla: bool) -> list[Row]:
+def parity_rows(cpp: str, rules: list[str], unsound: set[str], use_xla: bool,
+                only: str | None = None) -> list[Row]:
+    """One row per test; with `only`, just the tests whose label that regex searches."""
     from ..rule_compiler.rules import load_rule_set
     tests = split_tests(cpp, "simplifier")
     names = labels(tests)
+    if only:
+        keep = [i for i, n in enumerate(names) if re.search(only, n)]
+        tests, names = [tests[i] for i in keep], [names[i] for i in keep]
     results = evaluate(tests, rules, use_xla)
     tags = rule_tags(rules)
     infos = {r.name: _rule_info(r) for r in load_rule_set(rules).rules}
@@ -390,12 +395,14 @@ def main(argv=None) -> int:
     ap.add_argument("--out", help="the table's file (default: stdout)")
     ap.add_argument("--no-xla", action="store_true",
                     help="do not ask XLA:CPU; every module counts as running")
+    ap.add_argument("--only", metavar="REGEX",
+                    help="only the tests whose name this regex searches (to check a family)")
     args = ap.parse_args(argv)
     rules = args.rules or ["default"]
     cpp = read_text(args.test_file)
     unsound_path = args.unsound or (UNSOUND if os.path.exists(UNSOUND) else None)
     unsound = unsound_tests(read_text(unsound_path)) if unsound_path else set()
-    rows = parity_rows(cpp, rules, unsound, not args.no_xla)
+    rows = parity_rows(cpp, rules, unsound, not args.no_xla, args.only)
     write_text(args.out, render(rows, os.path.basename(args.test_file), rules))
     if args.out:
         count = Counter(r.status for r in rows)
