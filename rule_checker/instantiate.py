@@ -21,6 +21,7 @@ from ..shape import Shape, array
 from ..shape_inference import ELEMENTWISE, INFERABLE, infer_shape
 from ..verifier import verify
 from ..egraph.constants import canonical_scalar_text, representable, scalar_from_text
+from ..egraph.terms import WINDOWED, pack_window
 from .instance_plan import Pins
 from ..rule_compiler.rule_functions import FUNCTIONS, NoValue
 from ..rule_compiler.guard_ir import Apply, Compare, Lit, SplatOf, Var, evaluate, splat_key
@@ -76,7 +77,8 @@ class _Builder:
 
 
 def ir_attrs(op: str, fields: dict, operands: list[Shape], builder: _Builder) -> dict:
-    """IR attributes from schema fields (slice/pad triples, reducers named by their op)."""
+    """IR attributes from schema fields (slice/pad triples, windows, reducers named by their
+    op)."""
     out = {}
     if op == "slice":
         return {"slice": tuple(zip(fields["start"], fields["limit"], fields["stride"]))}
@@ -90,7 +92,7 @@ def ir_attrs(op: str, fields: dict, operands: list[Shape], builder: _Builder) ->
                 raise Reject(f"reducer {value!r}")
             value = builder.reducer(value, operands[0].element_type)
         out[name] = value
-    return out
+    return pack_window(out) if op in WINDOWED else out
 
 
 class Instantiator:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import itertools
 
-from ..dtypes import DTYPES
+from ..dtypes import DTYPES, float_info
 from ..shape import array
 
 DTYPE_CHOICES = ("pred", "s8", "s32", "u32", "s64", "f16", "bf16", "f32", "f64")
@@ -54,6 +54,37 @@ def _reduce(inst, shapes, fields, expected):
     ops = ("and", "or", "maximum", "minimum") if kind == "pred" else (
         "add", "multiply", "maximum", "minimum")
     _fill(fields, "to_apply", lambda: ops[inst.rng.integers(len(ops))])
+    return no_free_fields(inst, shapes, fields, expected)
+
+
+def _reduce_window(inst, shapes, fields, expected):
+    """Each window part is trivial (size 1, no padding, ...) in every dimension half the
+    time, so that rules about trivial windows get instances; else small values per
+    dimension, trivial ones among them."""
+    rank, rng = shapes[0].rank, inst.rng
+
+    def part(trivial, lo, hi):
+        if rng.random() < 0.5:
+            return (trivial,) * rank
+        return tuple(trivial if rng.random() < 0.5 else int(rng.integers(lo, hi))
+                     for _ in range(rank))
+    for name, trivial, lo, hi in (("size", 1, 1, 4), ("stride", 1, 1, 3), ("low", 0, 0, 3),
+                                  ("high", 0, 0, 3), ("lhs_dilate", 1, 1, 3),
+                                  ("rhs_dilate", 1, 1, 3), ("rhs_reversal", 0, 0, 1)):
+        _fill(fields, name, lambda: part(trivial, lo, hi))
+    return _reduce(inst, shapes, fields, expected)
+
+
+def _reduce_precision(inst, shapes, fields, expected):
+    """The operand type's own precision half the time (a no-op), else a smaller one."""
+    info = DTYPES[shapes[0].element_type]
+    if info.kind != "float":
+        raise Reject("reduce-precision of a non-float")
+    mantissa = int(float_info(info.name).nmant)
+    exponent = info.bits - 1 - mantissa
+    own = inst.rng.random() < 0.5
+    _fill(fields, "exponent_bits", lambda: exponent if own else int(inst.rng.integers(1, exponent + 1)))
+    _fill(fields, "mantissa_bits", lambda: mantissa if own else int(inst.rng.integers(0, mantissa + 1)))
     return no_free_fields(inst, shapes, fields, expected)
 
 
@@ -195,5 +226,6 @@ SAMPLERS = {
     "transpose": _transpose, "reverse": _reverse, "reduce": _reduce, "broadcast": _broadcast,
     "reshape": _reshape, "convert": _convert, "bitcast-convert": _bitcast_convert,
     "iota": _iota, "slice": _slice, "pad": _pad, "concatenate": _concatenate,
-    "compare": _compare, "dot": _dot,
+    "compare": _compare, "dot": _dot, "reduce-window": _reduce_window,
+    "reduce-precision": _reduce_precision,
 }

@@ -187,6 +187,31 @@ def _complement_py(lst, n):
     return tuple(i for i in range(n) if i not in lst)
 
 
+def _reshape_source_dims_py(x, y, r):
+    """For each dim d of r: the dim e of x that reshaping x to y leaves alone as d (the
+    same size, and the same number of elements before it), so that reducing d of the
+    reshape reduces e of x, element for element in the same order."""
+    if 0 in x or 0 in y or math.prod(x) != math.prod(y):
+        raise NoValue
+    before_x = [math.prod(x[:e]) for e in range(len(x))]
+    out = []
+    for d in r:
+        if not 0 <= d < len(y) or y[d] == 1:
+            raise NoValue
+        before = math.prod(y[:d])
+        match = [e for e in range(len(x)) if before_x[e] == before and x[e] == y[d]]
+        if not match:
+            raise NoValue
+        out.append(match[0])
+    return tuple(out)
+
+
+def _index_of_py(p, q):
+    if any(v not in p for v in q):
+        raise NoValue
+    return tuple(p.index(v) for v in q)
+
+
 # --- element types -------------------------------------------------------------------------
 
 def _values_preserved(src: str, dst: str) -> bool:
@@ -304,6 +329,17 @@ def _fits_py(n, dtype):
     return lo_hi is not None and lo_hi[0] <= n <= lo_hi[1]
 
 
+def _mantissa_bits_py(dtype: str) -> int:
+    if dtype not in DTYPES or DTYPES[dtype].kind != "float":
+        raise NoValue
+    return int(float_info(dtype).nmant)
+
+
+def _exponent_bits_py(dtype: str) -> int:
+    """The bits besides the sign and the mantissa, as reduce-precision counts them."""
+    return DTYPES[dtype].bits - 1 - _mantissa_bits_py(dtype)
+
+
 # --- values of constants -------------------------------------------------------------------
 
 def _log2_py(text: str) -> int:
@@ -399,6 +435,12 @@ _ROWS = [
        doc="{0, ..., n-1} without the elements of p (distinct, each in 0..n-1)"),
     Fn("sort", ("ints",), "ints", egg=None, host=True, py=_sort_py,
        doc="a list of distinct non-negative integers in increasing order"),
+    Fn("reshape_source_dims", ("ints", "ints", "ints"), "ints", egg=None, host=True,
+       py=_reshape_source_dims_py,
+       doc="the dims of x (dims p) that dims r of its reshape to dims q are, where that "
+           "reshape leaves each alone (no value if one is merged or split)"),
+    Fn("index_of", ("ints", "ints"), "ints", egg=None, host=True, py=_index_of_py,
+       doc="the position in p of each element of q (no value if one is missing)"),
     Fn("plus", ("int", "int"), "int", egg=lambda ctx, a: atom("+", *a),
        py=lambda a, b: a + b, doc="a + b"),
     Fn("minus", ("int", "int"), "int", egg=lambda ctx, a: atom("-", *a),
@@ -411,6 +453,12 @@ _ROWS = [
        py=_each(lambda a, b: a * b), doc="elementwise p * q"),
     Fn("min_each", ("ints", "ints"), "ints", egg=None, host=True,
        py=_each(min), doc="elementwise min(p, q)"),
+    Fn("minus_each", ("ints", "ints"), "ints", egg=None, host=True,
+       py=_each(lambda a, b: a - b), doc="elementwise p - q"),
+    Fn("exponent_bits", ("dtype",), "int", egg=None, host=True, py=_exponent_bits_py,
+       doc="the exponent bits of a float type (reduce-precision's exponent_bits)"),
+    Fn("mantissa_bits", ("dtype",), "int", egg=None, host=True, py=_mantissa_bits_py,
+       doc="the explicit mantissa bits of a float type (reduce-precision's mantissa_bits)"),
     Fn("is_all", ("ints", "int"), "bool", egg=None, host=True,
        py=lambda p, v: all(x == v for x in p), doc="every element of p is v (true for {})"),
     Fn("is_widening", ("dtype", "dtype"), "bool",

@@ -118,7 +118,7 @@ def operand_type(op: str, i: int, result, operands: list):
         return result if result is not None else _first(operands, main)
     if op in ("reverse", "reduce-precision") and i == 0:
         return result
-    if (op == "pad" or op == "reduce" and len(operands) == 2) and i == 1:
+    if (op == "pad" or op in ("reduce", "reduce-window") and len(operands) == 2) and i == 1:
         t = operands[0] if operands[0] is not None else result
         return None if t is None else MakeType(dtype(t), SCALAR_DIMS)
     return None
