@@ -195,7 +195,8 @@ def ir_attrs(opcode: str, values: Sequence, rest: str, rests: RestTable, callees
     "add" at the result's element type) become the output module's computations."""
     out: dict = {}
     fields = ATTR_FIELDS.get(opcode, ())
-    element_type = None if result.is_tuple else result.element_type
+    leaves = result.leaves() if result.is_tuple else (result,)
+    element_type = leaves[0].element_type if leaves else None
     spread = SPREAD.get(opcode)
     if spread is not None:
         out[spread] = tuple(zip(*values)) if values and values[0] else ()

@@ -17,14 +17,15 @@ from ..dtypes import DTYPES
 from ..errors import HloError
 from ..ir import Computation, Instruction, Module
 from ..ops import ASSOCIATIVE
-from ..shape import Shape, array
+from ..shape import Shape, TupleShape, array
 from ..shape_inference import ELEMENTWISE, INFERABLE, infer_shape
 from ..verifier import verify
 from ..egraph.constants import canonical_scalar_text, representable, scalar_from_text
 from ..egraph.terms import WINDOWED, pack_window
 from .instance_plan import Pins
 from ..rule_compiler.rule_functions import FUNCTIONS, NoValue
-from ..rule_compiler.guard_ir import Apply, Compare, Lit, SplatOf, Var, evaluate, splat_key
+from ..rule_compiler.guard_ir import (Apply, Compare, Lit, SplatOf, TypeOf, Var, evaluate,
+                                       splat_key)
 from ..rule_compiler.rule_ir import PNode, RNode, RuleIR
 from ..rule_compiler.rule_types import REWRITE_OP_CLASSES, operand_type
 from .samplers import DTYPE_CHOICES, FREE, SAMPLERS, Reject, no_free_fields
@@ -62,13 +63,20 @@ class _Builder:
         return scalar if shape.rank == 0 else self.add("broadcast", shape, [scalar],
                                                        {"dimensions": ()})
 
-    def reducer(self, op: str, dtype: str) -> Computation:
-        key = (op, dtype)
+    def reducer(self, name: str, dtype: str) -> Computation:
+        """The computation a reducer name stands for: "add", or "(add)" returning a 1-tuple."""
+        key = (name, dtype)
         if key not in self.reducers:
+            op = name.strip("()")
             a = Instruction("a", "parameter", array(dtype), parameter_number=0)
             b = Instruction("b", "parameter", array(dtype), parameter_number=1)
             root = Instruction("r", op, array(dtype), [a, b])
-            self.reducers[key] = Computation(f"{op}_{dtype}", [a, b, root], root)
+            instructions = [a, b, root]
+            if name != op:
+                root = Instruction("t", "tuple", TupleShape((root.shape,)), [root])
+                instructions.append(root)
+            label = f"tupled_{op}" if name != op else op
+            self.reducers[key] = Computation(f"{label}_{dtype}", instructions, root)
         return self.reducers[key]
 
     def module(self, root: Instruction) -> Module:
@@ -88,7 +96,7 @@ def ir_attrs(op: str, fields: dict, operands: list[Shape], builder: _Builder) ->
         if name in ("rest", "value") or (name == "type" and value == ""):
             continue
         if name == "to_apply":
-            if value not in ASSOCIATIVE:
+            if value.strip("()") not in ASSOCIATIVE:
                 raise Reject(f"reducer {value!r}")
             value = builder.reducer(value, operands[0].element_type)
         out[name] = value
@@ -355,7 +363,9 @@ class Instantiator:
     def rhs(self, node: RNode, b: _Builder, copies: dict) -> Instruction:
         if node.kind == "ref":
             return self._copy(self.insts[node.ref], b, copies)
-        shape = self.value(node.type)
+        # A matched term's type is copied whole, a tuple's too (functions see arrays only).
+        shape = (self.env[node.type.term] if isinstance(node.type, TypeOf)
+                 else self.value(node.type))
         if node.kind == "splat":
             text = node.splat if node.value is None else str(self.value(node.value))
             return b.splat(text, shape)

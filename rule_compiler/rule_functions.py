@@ -24,12 +24,15 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
+from ..attributes import Window
 from ..dtypes import COMPLEX_PART, DTYPES, float_info, int_info
+from ..errors import HloError
 from ..shape import Shape, array
 from ..egraph.constants import number_text, representable
 from ..egraph.schema import (DTYPE_CLASSES, atom, constant_atom, function, relation, set_value,
                              vec_of)
 from ..egraph.terms import egg_string
+from ..shape_rules import window_output_dims
 
 class NoValue(Exception):
     """The function has no value here; the egglog rule would not match."""
@@ -204,6 +207,19 @@ def _reshape_source_dims_py(x, y, r):
             raise NoValue
         out.append(match[0])
     return tuple(out)
+
+
+def _window_dims_py(dims, size, stride, low, high, lhs_dilate, rhs_dilate):
+    """The result dims of a reduce-window of an operand of these dims."""
+    n = len(dims)
+    if any(len(part) != n for part in (size, stride, low, high, lhs_dilate, rhs_dilate)):
+        raise NoValue
+    window = Window(tuple(size), tuple(stride), tuple(zip(low, high)), tuple(lhs_dilate),
+                    tuple(rhs_dilate), (False,) * n)
+    try:
+        return tuple(window_output_dims(dims, window))
+    except HloError:
+        raise NoValue from None
 
 
 def _index_of_py(p, q):
@@ -391,6 +407,10 @@ _ROWS = [
     Fn("is_scalar", ("type",), "bool",
        egg=lambda ctx, a: ctx.atom(atom("=", 0, atom("vec-length", a[0].dims))),
        py=lambda t: t.rank == 0, doc="x has rank 0"),
+    # A term of a tuple type has no dims: matching its type as an array's fails.
+    Fn("is_array", ("type",), "bool",
+       egg=lambda ctx, a: ctx.atom(atom(">=", atom("vec-length", a[0].dims), 0)),
+       py=lambda t: not t.is_tuple, doc="x is an array, not a tuple"),
     # The rule checker instantiates a variable this guard names as a constant (instantiate.py),
     # so in Python the guard holds.
     Fn("is_constant", ("term",), "bool",
@@ -439,6 +459,9 @@ _ROWS = [
        py=_reshape_source_dims_py,
        doc="the dims of x (dims p) that dims r of its reshape to dims q are, where that "
            "reshape leaves each alone (no value if one is merged or split)"),
+    Fn("window_dims", ("ints",) * 7, "ints", egg=None, host=True, py=_window_dims_py,
+       doc="the result dims of a reduce-window of dims p with window size, stride, low, "
+           "high, lhs_dilate, rhs_dilate"),
     Fn("index_of", ("ints", "ints"), "ints", egg=None, host=True, py=_index_of_py,
        doc="the position in p of each element of q (no value if one is missing)"),
     Fn("plus", ("int", "int"), "int", egg=lambda ctx, a: atom("+", *a),

@@ -651,3 +651,36 @@ def test_reduce_over_a_concatenated_dim_reduces_each_operand(op, element_type, f
   ROOT r = {t}[10] reduce(cat, c), dimensions={{1,2}}, to_apply={op}""", reducer(op, t), fp_mode)
     assert ("concatenate" not in opcodes(out)) == split
     assert opcodes(out).count("reduce") == (3 if split else 1)
+
+
+TUPLED_ADD = """fn {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  s = f32[] add(a, b)
+  ROOT t = (f32[]) tuple(s)
+}
+"""
+
+
+def test_reduce_window_with_a_tupled_reducer_is_a_tuple_of_a_plain_one():
+    out = optimized("""
+  p = f32[32,8,6,7] parameter(0)
+  c = f32[] constant(0)
+  ROOT r = (f32[32,8,6,7]) reduce-window(p, c), to_apply=fn, window={size=1x1x1x1}""",
+                    TUPLED_ADD)                                  # UnaryVariadicReduceWindow
+    assert form(out.entry.root) == "tuple(p0)"
+
+
+@pytest.mark.parametrize("body", [
+    """
+  p = f32[3,5,7] parameter(0)
+  r = f32[15,7] reshape(p)
+  c = f32[] constant(0)
+  ROOT s = (f32[15]) reduce(r, c), dimensions={1}, to_apply=fn""",
+    """
+  p = f32[3,0] parameter(0)
+  c = f32[] constant(0)
+  ROOT s = (f32[3]) reduce(p, c), dimensions={1}, to_apply=fn"""])
+def test_reduce_with_a_tupled_reducer_keeps_its_tuple_type(body):
+    out = optimized(body, TUPLED_ADD)     # checked valid: no rule makes the tuple an array
+    assert out.entry.root.shape.is_tuple
