@@ -58,20 +58,26 @@ def _reduce(inst, shapes, fields, expected):
 
 
 def _reduce_window(inst, shapes, fields, expected):
-    """Each window part is trivial (size 1, no padding, ...) in every dimension half the
-    time, so that rules about trivial windows get instances; else small values per
-    dimension, trivial ones among them."""
-    rank, rng = shapes[0].rank, inst.rng
+    """Each window part is trivial (size 1, no padding, ...) in every dimension half the time
+    (stride, dilations, reversal: three times in four), so that rules about trivial windows
+    get instances; else per dimension trivial, a small value, or for size and padding one
+    spanning the operand's dim (a window over the whole dim, padded by n-1 for a cumulative
+    one)."""
+    dims, rng = shapes[0].dims, inst.rng
 
-    def part(trivial, lo, hi):
-        if rng.random() < 0.5:
-            return (trivial,) * rank
-        return tuple(trivial if rng.random() < 0.5 else int(rng.integers(lo, hi))
-                     for _ in range(rank))
-    for name, trivial, lo, hi in (("size", 1, 1, 4), ("stride", 1, 1, 3), ("low", 0, 0, 3),
-                                  ("high", 0, 0, 3), ("lhs_dilate", 1, 1, 3),
-                                  ("rhs_dilate", 1, 1, 3), ("rhs_reversal", 0, 0, 1)):
-        _fill(fields, name, lambda: part(trivial, lo, hi))
+    def part(trivial, lo, hi, spanning):
+        if rng.random() < (0.5 if spanning else 0.75):
+            return (trivial,) * len(dims)
+        return tuple(trivial if u < 0.3 else
+                     max(spanning(n), trivial) if spanning and u > 0.5 else
+                     int(rng.integers(lo, hi))
+                     for n, u in zip(dims, rng.random(len(dims))))
+    whole, before_last = (lambda n: n), (lambda n: n - 1)
+    for name, trivial, lo, hi, spanning in (
+            ("size", 1, 1, 4, whole), ("stride", 1, 1, 3, None), ("low", 0, 0, 3, before_last),
+            ("high", 0, 0, 3, before_last), ("lhs_dilate", 1, 1, 3, None),
+            ("rhs_dilate", 1, 1, 3, None), ("rhs_reversal", 0, 0, 1, None)):
+        _fill(fields, name, lambda: part(trivial, lo, hi, spanning))
     return _reduce(inst, shapes, fields, expected)
 
 

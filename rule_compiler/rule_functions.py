@@ -222,6 +222,29 @@ def _window_dims_py(dims, size, stride, low, high, lhs_dilate, rhs_dilate):
         raise NoValue from None
 
 
+def _window_covered_dims_py(dims, size, stride, low, high, lhs_dilate, rhs_dilate, start,
+                            limit, slice_stride):
+    """The dims a slice of a reduce-window reduces whole: where the slice keeps one result
+    (at `start`) whose window covers every element of the operand dim; every other dim must
+    be untouched (a window of 1 without padding, stride or base dilation, sliced whole).
+    No value if some dim is neither, or none is reduced."""
+    parts = (size, stride, low, high, lhs_dilate, rhs_dilate, start, limit, slice_stride)
+    if any(len(p) != len(dims) for p in parts):
+        raise NoValue
+    covered = []
+    for i, (n, s, t, lo, hi, b, w, a, z, st) in enumerate(zip(dims, *parts)):
+        if (s, t, lo, hi, b, a, z, st) == (1, 1, 0, 0, 1, 0, n, 1):
+            continue
+        first = a * t - lo                      # the window's first tap, in dilated positions
+        if st < 1 or not a < z <= a + st or (w != 1 and s != 1) or first > 0 \
+                or first + (s - 1) * w < (n - 1) * b:
+            raise NoValue
+        covered.append(i)
+    if not covered:
+        raise NoValue
+    return tuple(covered)
+
+
 def _index_of_py(p, q):
     if any(v not in p for v in q):
         raise NoValue
@@ -462,6 +485,11 @@ _ROWS = [
     Fn("window_dims", ("ints",) * 7, "ints", egg=None, host=True, py=_window_dims_py,
        doc="the result dims of a reduce-window of dims p with window size, stride, low, "
            "high, lhs_dilate, rhs_dilate"),
+    Fn("window_covered_dims", ("ints",) * 10, "ints", egg=None, host=True,
+       py=_window_covered_dims_py,
+       doc="the dims of x (dims p) that a slice (start, limit, stride) of its reduce-window "
+           "(size, stride, low, high, lhs_dilate, rhs_dilate) reduces whole, the others "
+           "untouched"),
     Fn("index_of", ("ints", "ints"), "ints", egg=None, host=True, py=_index_of_py,
        doc="the position in p of each element of q (no value if one is missing)"),
     Fn("plus", ("int", "int"), "int", egg=lambda ctx, a: atom("+", *a),

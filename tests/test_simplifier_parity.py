@@ -684,3 +684,24 @@ def test_reduce_window_with_a_tupled_reducer_is_a_tuple_of_a_plain_one():
 def test_reduce_with_a_tupled_reducer_keeps_its_tuple_type(body):
     out = optimized(body, TUPLED_ADD)     # checked valid: no rule makes the tuple an array
     assert out.entry.root.shape.is_tuple
+
+
+@pytest.mark.parametrize("operand, window, slice_, result, reduced", [
+    ("[2,8]", "size=1x8 pad=0_0x7_0", "[0:2], [7:8]", "[2,1]", (1,)),   # SliceOfReduceWindow-
+                                                                         # OneReduceDim
+    ("[3,4,2]", "size=1x4x2 pad=0_0x3_0x1_0", "[0:3], [3:4], [1:2]", "[3,1,1]",
+     (1, 2)),                                                            # ...TwoReduceDims
+    ("[2,8]", "size=1x8 pad=0_0x7_0", "[0:2], [6:7]", "[2,1]", None),   # a partial sum
+    ("[2,8]", "size=1x8 pad=0_0x7_0", "[0:1], [7:8]", "[1,1]", None)])  # a dim sliced
+def test_slice_of_a_reduce_window_keeping_whole_windows_is_a_reduce(operand, window, slice_,
+                                                                   result, reduced):
+    out = optimized(f"""
+  p = s32{operand} parameter(0)
+  c = s32[] constant(0)
+  r = s32{operand} reduce-window(p, c), window={{{window}}}, to_apply=add
+  ROOT s = s32{result} slice(r), slice={{{slice_}}}""", reducer("add", "s32"))
+    if reduced is None:
+        assert "reduce-window" in opcodes(out)
+    else:
+        assert form(out.entry.root) == "reshape(reduce(p0, 0))"
+        assert out.entry.root.operands[0].attrs["dimensions"] == reduced
