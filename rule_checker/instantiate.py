@@ -49,7 +49,7 @@ class _Builder:
     def __init__(self, name: str):
         self.name = name
         self.instructions: list[Instruction] = []
-        self.reducers: dict[tuple[str, str], Computation] = {}
+        self.reducers: dict[str, Computation] = {}
 
     def add(self, opcode: str, shape: Shape, operands=(), attrs=None, **kw) -> Instruction:
         inst = Instruction(f"{opcode}.{len(self.instructions)}", opcode, shape, operands,
@@ -63,25 +63,38 @@ class _Builder:
         return scalar if shape.rank == 0 else self.add("broadcast", shape, [scalar],
                                                        {"dimensions": ()})
 
-    def reducer(self, name: str, dtype: str) -> Computation:
-        """The computation a reducer name stands for: "add", or "(add)" returning a 1-tuple."""
-        key = (name, dtype)
-        if key not in self.reducers:
-            op = name.strip("()")
-            a = Instruction("a", "parameter", array(dtype), parameter_number=0)
-            b = Instruction("b", "parameter", array(dtype), parameter_number=1)
-            root = Instruction("r", op, array(dtype), [a, b])
-            instructions = [a, b, root]
-            if name != op:
-                root = Instruction("t", "tuple", TupleShape((root.shape,)), [root])
+    def reducer(self, name: str, dtypes: tuple[str, ...]) -> Computation:
+        """The computation a reducer name stands for over inputs of these element types:
+        "add" (one input), "(add)" returning a 1-tuple, or for several inputs "add" of each
+        input's pair, as a tuple."""
+        op, k = name.strip("()"), len(dtypes)
+        tupled = name != op or k > 1
+        label = f"{'tupled_' if tupled else ''}{op}_{'_'.join(dtypes)}"
+        if label not in self.reducers:
+            params = [Instruction(f"{'ab'[n // k]}{n % k}", "parameter", array(dtypes[n % k]),
+                                  parameter_number=n) for n in range(2 * k)]
+            results = [Instruction(f"r{i}", op, array(dt), [params[i], params[k + i]])
+                       for i, dt in enumerate(dtypes)]
+            root, instructions = results[0], params + results
+            if tupled:
+                root = Instruction("t", "tuple", TupleShape(tuple(r.shape for r in results)),
+                                   results)
                 instructions.append(root)
-            label = f"tupled_{op}" if name != op else op
-            self.reducers[key] = Computation(f"{label}_{dtype}", instructions, root)
-        return self.reducers[key]
+            self.reducers[label] = Computation(label, instructions, root)
+        return self.reducers[label]
+
+    def adopt(self, computation: Computation) -> Computation:
+        """A reducer of the left side, called by the right side's copy of an instruction
+        (reducers are named by what they compute, so one name is one computation)."""
+        return self.reducers.setdefault(computation.name, computation)
 
     def module(self, root: Instruction) -> Module:
         entry = Computation(self.name, self.instructions, root)
         return Module(self.name, [*self.reducers.values(), entry], entry)
+
+
+# Ops whose operands are n inputs, then their n init values.
+VARIADIC_REDUCTIONS = frozenset({"reduce", "reduce-window"})
 
 
 def ir_attrs(op: str, fields: dict, operands: list[Shape], builder: _Builder) -> dict:
@@ -98,7 +111,8 @@ def ir_attrs(op: str, fields: dict, operands: list[Shape], builder: _Builder) ->
         if name == "to_apply":
             if value.strip("()") not in ASSOCIATIVE:
                 raise Reject(f"reducer {value!r}")
-            value = builder.reducer(value, operands[0].element_type)
+            inputs = operands[:len(operands) // 2] if op in VARIADIC_REDUCTIONS else operands[:1]
+            value = builder.reducer(value, tuple(s.element_type for s in inputs))
         out[name] = value
     return pack_window(out) if op in WINDOWED else out
 
@@ -351,6 +365,8 @@ class Instantiator:
         return array(known.element_type, sizes)
 
     def _expected_operand(self, op: str, i: int, result, shapes) -> Shape | None:
+        if op in VARIADIC_REDUCTIONS and 0 < i < len(shapes) // 2 and shapes[0] is not None:
+            return shapes[0]        # a variadic reduction's inputs are drawn alike
         lit = lambda s: None if s is None else Lit(s, "type")
         t = operand_type(op, i, lit(result), [lit(s) for s in shapes])
         try:
@@ -379,8 +395,8 @@ class Instantiator:
         """A left-side instruction (and its operands) in the right side's computation."""
         if id(inst) not in copies:
             operands = [self._copy(o, b, copies) for o in inst.operands]
-            attrs = {k: (b.reducer(v.root.opcode, v.root.shape.element_type)
-                         if isinstance(v, Computation) else v) for k, v in inst.attrs.items()}
+            attrs = {k: b.adopt(v) if isinstance(v, Computation) else v
+                     for k, v in inst.attrs.items()}
             copies[id(inst)] = b.add(inst.opcode, inst.shape, operands, attrs,
                                      literal=inst.literal)
         return copies[id(inst)]

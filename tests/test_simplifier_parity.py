@@ -705,3 +705,43 @@ def test_slice_of_a_reduce_window_keeping_whole_windows_is_a_reduce(operand, win
     else:
         assert form(out.entry.root) == "reshape(reduce(p0, 0))"
         assert out.entry.root.operands[0].attrs["dimensions"] == reduced
+
+
+def test_reduce_with_a_tupled_reducer_equals_a_tuple_of_a_plain_one():   # UnaryVariadicReduce
+    before = module("""
+  p = f32[32,8,6,7] parameter(0)
+  c = f32[] constant(0)
+  ROOT r = (f32[8,6,7]) reduce(p, c), dimensions={0}, to_apply=fn""", TUPLED_ADD)
+    after = module("""
+  p = f32[32,8,6,7] parameter(0)
+  c = f32[] constant(0)
+  r = f32[8,6,7] reduce(p, c), dimensions={0}, to_apply=add
+  ROOT t = (f32[8,6,7]) tuple(r)""", ADD)
+    assert prove_equivalent(before, after, fp_mode="strict")[0]
+
+
+def test_variadic_reduce_window_of_empty_operands_is_its_inits():  # ZeroSizedVariadicReduceWindow
+    pair = """pair {
+  a0 = f32[] parameter(0)
+  a1 = f32[] parameter(1)
+  b0 = f32[] parameter(2)
+  b1 = f32[] parameter(3)
+  s0 = f32[] add(a0, b0)
+  s1 = f32[] add(a1, b1)
+  ROOT t = (f32[], f32[]) tuple(s0, s1)
+}
+"""
+    before = module("""
+  p = f32[3,0] parameter(0)
+  c = f32[] constant(0)
+  d = f32[] constant(1)
+  ROOT r = (f32[5,2], f32[5,2]) reduce-window(p, p, c, d), window={size=1x1 pad=1_1x1_1},
+    to_apply=pair""", pair)
+    after = module("""
+  p = f32[3,0] parameter(0)
+  c = f32[] constant(0)
+  d = f32[] constant(1)
+  bc = f32[5,2] broadcast(c), dimensions={}
+  bd = f32[5,2] broadcast(d), dimensions={}
+  ROOT t = (f32[5,2], f32[5,2]) tuple(bc, bd)""")
+    assert prove_equivalent(before, after, fp_mode="strict")[0]
