@@ -745,3 +745,15 @@ def test_variadic_reduce_window_of_empty_operands_is_its_inits():  # ZeroSizedVa
   bd = f32[5,2] broadcast(d), dimensions={}
   ROOT t = (f32[5,2], f32[5,2]) tuple(bc, bd)""")
     assert prove_equivalent(before, after, fp_mode="strict")[0]
+
+
+def test_sum_of_a_broadcast_too_long_for_a_constant_multiplies_dim_by_dim():
+    out = optimized("""
+  a = bf16[] parameter(0)
+  n = bf16[] negate(a)
+  b = bf16[2,5,11,17,19] broadcast(n), dimensions={}
+  zero = bf16[] constant(0)
+  ROOT r = bf16[2] reduce(b, zero), dimensions={1,2,3,4}, to_apply=add""",
+                    reducer("add", "bf16"), "fast")  # ReduceBroadcastScalarToBroadcastMultiply
+    assert opcodes(out)[-2:] == ["multiply", "broadcast"]     # 17765 copies: 17792 in bf16
+    assert form(out.entry.root) == "multiply(negate(p0), 17792)"
