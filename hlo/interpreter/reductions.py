@@ -120,6 +120,8 @@ def select_and_scatter(inst, args, ev):
     """Per window, the element `select` prefers (first wins unless select(current, next) is
     false); the source value is scattered onto it with `scatter`. Padding is never selected."""
     operand, source, init = args
+    if operand.size == 0:               # no element to select: nothing is scattered
+        return np.broadcast_to(init, operand.shape).copy()
     window = inst.attrs.get("window") or Window.default(operand.ndim)
     select = inst.attrs["select"]
     best = position = have = None
