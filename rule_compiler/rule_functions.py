@@ -187,6 +187,76 @@ def _complement_py(lst, n):
     return tuple(i for i in range(n) if i not in lst)
 
 
+# --- gather and scatter dimension numbers (host) --------------------------------------------
+
+def _spread_py(values, positions, n):
+    if (len(values) != len(positions) or len(set(positions)) != len(positions)
+            or any(not 0 <= p < n for p in positions)):
+        raise NoValue
+    out = [0] * n
+    for v, p in zip(values, positions):
+        out[p] = v
+    return tuple(out)
+
+
+def _gather_dims_py(operand, indices, offset_dims, collapsed, index_vector_dim, slice_sizes,
+                    operand_batching):
+    """Output dims: offset_dims positions take the kept window sizes in order, the others
+    the indices' dims without index_vector_dim (the verifier checks the rest)."""
+    if len(slice_sizes) != len(operand) or not 0 <= index_vector_dim <= len(indices):
+        raise NoValue
+    dropped = set(collapsed) | set(operand_batching)
+    window = [s for d, s in enumerate(slice_sizes) if d not in dropped]
+    batch = [n for d, n in enumerate(indices) if d != index_vector_dim]
+    rank = len(window) + len(batch)
+    if len(offset_dims) != len(window) or sorted(set(offset_dims)) != list(offset_dims) \
+            or any(not 0 <= d < rank for d in offset_dims):
+        raise NoValue
+    windows, batches = iter(window), iter(batch)
+    return tuple(next(windows) if d in offset_dims else next(batches) for d in range(rank))
+
+
+def _concat_dims_py(a, b, dimensions):
+    if len(dimensions) != 1 or len(a) != len(b) or not 0 <= dimensions[0] < len(a):
+        raise NoValue
+    d = dimensions[0]
+    if any(x != y for k, (x, y) in enumerate(zip(a, b)) if k != d):
+        raise NoValue
+    return tuple(x + y if k == d else x for k, (x, y) in enumerate(zip(a, b)))
+
+
+def _reshaped_padding_py(pad_dims, padded, values, result_dims):
+    """`values` moved to the result dims of a reshape that keeps the padded dims (where
+    `padded` is not 0: one run of dims) verbatim, regrouping only the dims around them."""
+    run = [d for d, p in enumerate(padded) if p != 0]
+    if len(padded) != len(pad_dims) or len(values) != len(pad_dims) or not run \
+            or run != list(range(run[0], run[-1] + 1)):
+        raise NoValue
+    block = list(pad_dims[run[0]:run[-1] + 1])
+    before, after = math.prod(pad_dims[:run[0]]), math.prod(pad_dims[run[-1] + 1:])
+    for j in range(len(result_dims) - len(block) + 1):
+        if (list(result_dims[j:j + len(block)]) == block
+                and math.prod(result_dims[:j]) == before
+                and math.prod(result_dims[j + len(block):]) == after):
+            return _spread_py(values[run[0]:run[-1] + 1], range(j, j + len(block)),
+                              len(result_dims))
+    raise NoValue
+
+
+def _scatter_concat_dims_py(indices_rank, index_vector_dim, indices_batching, window_dims,
+                            updates_rank):
+    """(indices dim, updates dim) of the first scatter dim that is not a batching dim."""
+    free = [d for d in range(indices_rank)
+            if d != index_vector_dim and d not in indices_batching]
+    scatter_dims = [d for d in range(updates_rank) if d not in window_dims]
+    if not free:
+        raise NoValue
+    position = free[0] - (index_vector_dim < free[0])
+    if position >= len(scatter_dims):
+        raise NoValue
+    return free[0], scatter_dims[position]
+
+
 # --- element types -------------------------------------------------------------------------
 
 def _values_preserved(src: str, dst: str) -> bool:
@@ -432,6 +502,22 @@ _ROWS = [
        py=lambda text, dtype: representable(text, dtype),
        doc="the constant text is exactly a value of that element type", public=False,
        facts=_can_hold_facts),
+    Fn("spread", ("ints", "ints", "int"), "ints", egg=None, host=True, py=_spread_py,
+       doc="n zeros with values[k] at positions[k]: per-dim lists moved to other dims"),
+    Fn("scatter_concat_dims", ("int", "int", "ints", "ints", "int"), "ints", egg=None,
+       host=True, py=_scatter_concat_dims_py,
+       doc="(indices dim, updates dim) along which two scatters' indices and updates join"),
+    Fn("reshaped_padding", ("ints", "ints", "ints", "ints"), "ints", egg=None, host=True,
+       py=_reshaped_padding_py,
+       doc="a pad's per-dim list moved through a reshape that keeps its padded dims verbatim"),
+    Fn("minus_each", ("ints", "ints"), "ints", egg=None, host=True,
+       py=_each(lambda a, b: a - b), doc="element-by-element difference"),
+    Fn("gather_dims", ("ints", "ints", "ints", "ints", "int", "ints", "ints"), "ints",
+       egg=None, host=True, py=_gather_dims_py,
+       doc="a gather's result dims; given per-dim lists in place of the slice sizes and the "
+           "indices' dims, where their entries land in the result"),
+    Fn("concat_dims", ("ints", "ints", "ints"), "ints", egg=None, host=True,
+       py=_concat_dims_py, doc="result dims of a concatenate of two operands", public=False),
 ]
 
 FUNCTIONS: dict[str, Fn] = {row.name: row for row in _ROWS}

@@ -625,7 +625,23 @@ def _egg_literal(kind: str, value) -> str:
     ("is_widening", ("f16", "f32"), True), ("is_widening", ("f16", "bf16"), False),
     ("is_widening", ("pred", "f8e8m0fnu"), False), ("is_widening", ("u8", "f16"), True),
     ("fits", (128, "bf16"), True), ("fits", (129, "bf16"), False), ("fits", (300, "s8"), False),
-    ("fits", (-1, "u8"), False), ("fits", (1, "pred"), True)])
+    ("fits", (-1, "u8"), False), ("fits", (1, "pred"), True),
+    ("minus_each", ((5, 2), (3, 4)), (2, -2)), ("spread", ((7, 8), (2, 0), 3), (8, 0, 7)),
+    ("spread", ((), (), 2), (0, 0)), ("spread", ((1,), (3,), 3), NoValue),
+    # f32[2,3,8] = pad(f32[2,3,2]), last dim padded; reshape to [6,8]: that dim moves to 1.
+    ("reshaped_padding", ((2, 3, 8), (0, 0, 6), (0, 0, 6), (6, 8)), (0, 6)),
+    ("reshaped_padding", ((4096, 8192), (2048, 0), (2048, 0), (4096, 16, 512)), (2048, 0, 0)),
+    ("reshaped_padding", ((2, 8), (0, 6), (0, 6), (4, 4)), NoValue),        # splits the pad
+    ("reshaped_padding", ((4, 3, 4), (1, 0, 1), (1, 0, 1), (4, 12)), NoValue),  # two runs
+    # gather f32[6,9,7] from [6,3,7] by s32[6,9,1]: offsets {2}, collapsed {1}, batching {0}
+    ("gather_dims", ((6, 3, 7), (6, 9, 1), (2,), (1,), 2, (1, 1, 7), (0,)), (6, 9, 7)),
+    ("gather_dims", ((6, 3, 7), (6, 9, 1), (1,), (1,), 2, (1, 1, 7), (0,)), (6, 7, 9)),
+    ("gather_dims", ((6, 3, 7), (6, 9, 1), (), (1,), 2, (1, 1, 7), (0,)), NoValue),
+    # scatter indices s32[3,1,4,5] (vectors on dim 1, batching dim 0), updates [3,4,4,5]
+    # with window dim 2: indices dim 2 pairs with updates dim 1.
+    ("scatter_concat_dims", (4, 1, (0,), (2,), 4), (2, 1)),
+    ("scatter_concat_dims", (1, 1, (), (1,), 2), (0, 0)),
+    ("scatter_concat_dims", (2, 1, (0,), (1,), 2), NoValue)])
 def test_function_values(name, args, value):
     fn = FUNCTIONS[name].py
     if value is NoValue:

@@ -516,3 +516,135 @@ def test_dividing_a_converted_predicate_takes_one_reciprocal():   # ScalarDivide
   ROOT m = f32[2] multiply(cvt, b)""")
     assert not prove_equivalent(before, after)[0]          # 0 / 1e-45 = 0, 0 * inf = NaN
     assert prove_equivalent(before, after, fp_mode="fast")[0]
+
+
+# --- gather and scatter (gather_scatter.rules) ---------------------------------------------
+
+def attr_of(m: hlo_opt.Module, opcode: str, name: str):
+    [value] = [i.attrs[name] for i in m.entry.instructions if i.opcode == opcode]
+    return value
+
+
+def test_gather_from_one_element_is_a_broadcast():              # GatherOfScalarToBroadcast
+    after = optimized("""
+  o = f32[1,1] parameter(0)
+  i = s32[100,2] parameter(1)
+  ROOT g = f32[100] gather(o, i), collapsed_slice_dims={0,1}, start_index_map={0,1},
+    index_vector_dim=1, offset_dims={}, slice_sizes={1,1}""")
+    assert after.entry.root.opcode == "broadcast"
+    assert form(after.entry.root) == "reshape(p0)"          # form() shows a splat's scalar
+
+
+GATHER_OF_PAD = """
+  x = f32[6,2] parameter(0)
+  zero = f32[] constant(0)
+  pad = f32[6,8] pad(x, zero), padding=0_0x0_6
+  i = s32[4,1] parameter(1)
+  ROOT g = f32[4,8] gather(pad, i), offset_dims={1}, collapsed_slice_dims={0},
+    start_index_map={0}, index_vector_dim=1, slice_sizes={1,SIZE}"""
+
+
+def test_gather_of_a_pad_pads_the_gather_of_the_unpadded_array():          # GatherOfPad
+    after = optimized(GATHER_OF_PAD.replace("SIZE", "8"))
+    assert form(after.entry.root) == "pad(gather(p0, p1), 0)"
+    assert attr_of(after, "gather", "slice_sizes") == (1, 2)
+    assert after.entry.root.attrs["padding"] == ((0, 0, 0), (0, 6, 0))
+
+
+def test_a_gather_window_that_ends_inside_the_padding_stays():
+    body = GATHER_OF_PAD.replace("SIZE", "5").replace("f32[4,8] gather", "f32[4,5] gather")
+    assert form(optimized(body).entry.root) == "gather(pad(p0, 0), p1)"
+
+
+def test_gather_of_a_reshaped_pad():                                       # GatherOfReshapeOfPad
+    after = optimized("""
+  x = f32[2,3,2] parameter(0)
+  zero = f32[] constant(0)
+  pad = f32[2,3,8] pad(x, zero), padding=0_0x0_0x0_6
+  r = f32[6,8] reshape(pad)
+  i = s32[4,1] parameter(1)
+  ROOT g = f32[4,8] gather(r, i), offset_dims={1}, collapsed_slice_dims={0},
+    start_index_map={0}, index_vector_dim=1, slice_sizes={1,8}""")
+    assert form(after.entry.root) == "pad(gather(reshape(p0), p1), 0)"
+
+
+PADDED_BATCH = """
+  x = f32[4,3,5] parameter(0)
+  zero = f32[] constant(0)
+  operand = f32[6,3,7] pad(x, zero), padding=2_0x0_0x0_2
+  j = s32[4,9,1] parameter(1)
+  s0 = s32[] constant(0)
+  indices = s32[INDICES] pad(j, s0), padding=JPAD
+  ROOT g = f32[RESULT] gather(operand, indices), offset_dims={2}, collapsed_slice_dims={1},
+    start_index_map={1}, index_vector_dim=2, slice_sizes={1,1,7},
+    operand_batching_dims={0}, start_indices_batching_dims={0}"""
+
+
+def test_gather_of_pads_on_paired_batching_dims():         # GatherOfPadWithPaddedBatchDims
+    after = optimized(PADDED_BATCH.replace("INDICES", "6,9,1").replace("RESULT", "6,9,7")
+                      .replace("JPAD", "2_0x0_0x0_0"))
+    assert form(after.entry.root) == "pad(gather(p0, p1), 0)"
+    assert after.entry.root.attrs["padding"] == ((2, 0, 0), (0, 0, 0), (0, 2, 0))
+
+
+@pytest.mark.parametrize("indices_padding, indices, result", [
+    ("1_1x0_0x0_0", "6,9,1", "6,9,7"),      # GatherOfPadStartIndicesPaddedDifferently
+    ("2_0x1_0x0_0", "6,10,1", "6,10,7"),    # GatherOfPadStartIndicesPaddedMoreDims
+])
+def test_indices_padded_unlike_the_operand_stay_a_gather_of_pads(indices_padding, indices, result):
+    after = optimized(PADDED_BATCH.replace("INDICES", indices).replace("RESULT", result)
+                      .replace("JPAD", indices_padding))
+    assert form(after.entry.root) == "gather(pad(p0, 0), pad(p1, 0))"
+
+
+SCATTER_ADDS = """
+  z = T[] constant(0)
+  init = T[OPERAND] broadcast(z), dimensions={}
+  shared = T[OPERAND] parameter(0)
+  index0 = s32[I0] parameter(1)
+  index1 = s32[I1] parameter(2)
+  update0 = T[U0] parameter(3)
+  update1 = T[U1] parameter(4)
+  scatter.0 = T[OPERAND] scatter(init, index0, update0), to_apply=add, DNUMS
+  scatter.1 = T[OPERAND] scatter(init, index1, update1), to_apply=add, DNUMS
+  add.0 = T[OPERAND] add(shared, scatter.0)
+  ROOT add.1 = T[OPERAND] add(add.0, scatter.1)"""
+ADD_T = ADD.replace("f32", "T")
+ONE_SCATTER = "scatter(p0, concatenate(p1, p2), concatenate(p3, p4))"
+
+
+def scatter_adds(dtype: str, **shapes) -> tuple[str, str]:
+    body = SCATTER_ADDS
+    for name, value in shapes.items():
+        body = body.replace(name, value)
+    return body.replace("T[", f"{dtype}["), ADD_T.replace("T[", f"{dtype}[")
+
+
+def simple_scatter_adds(dtype: str) -> tuple[str, str]:
+    return scatter_adds(dtype, OPERAND="10,4", I0="5", I1="3", U0="5,4", U1="3,4",
+                        DNUMS="update_window_dims={1}, inserted_window_dims={0}, "
+                              "scatter_dims_to_operand_dims={0}, index_vector_dim=1")
+
+
+def test_integer_scatter_adds_into_a_sum_become_one_scatter():  # ScatterAddCombined
+    after = optimized(*simple_scatter_adds("s32"))
+    assert form(after.entry.root) == ONE_SCATTER
+
+
+def test_float_scatter_adds_combine_in_fast_mode_only():        # ScatterAddCombined
+    assert opcodes(optimized(*simple_scatter_adds("f32"))).count("scatter") == 2
+    after = optimized(*simple_scatter_adds("f32"), fp_mode="fast")
+    assert form(after.entry.root) == ONE_SCATTER
+
+
+def test_scatter_adds_with_batching_dims_join_after_them():     # ScatterAddCombinedWithBatchDim
+    # (a large operand: one scatter saves a pass over it, more than the joins cost)
+    after = optimized(*scatter_adds(
+        "s32", OPERAND="3,100,4", I0="3,1,4,5", I1="3,1,2,5", U0="3,4,4,5", U1="3,2,4,5",
+        DNUMS="update_window_dims={2}, inserted_window_dims={1}, "
+              "scatter_dims_to_operand_dims={1}, index_vector_dim=1, "
+              "input_batching_dims={0}, scatter_indices_batching_dims={0}"))
+    joined = [i for i in after.entry.instructions if i.opcode == "concatenate"]
+    assert form(after.entry.root) == ONE_SCATTER
+    assert [(c.operands[0].parameter_number, c.attrs["dimensions"]) for c in joined] == \
+        [(1, (2,)), (3, (1,))]
