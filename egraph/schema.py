@@ -52,6 +52,7 @@ ATTR_FIELDS: dict[str, list[tuple[str, str]]] = {
     "dynamic-slice": [("dynamic_slice_sizes", "v")],
     "while": [("condition", "s"), ("body", "s")],
     "call": [("to_apply", "s")],
+    "custom-call": [("custom_call_target", "s")],
 }
 
 KIND_SORT = {"v": "IVec", "s": "String", "i": "i64"}

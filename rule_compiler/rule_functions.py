@@ -101,6 +101,14 @@ def _pad_dims_py(dims, low, high, interior):
     return out
 
 
+def _moves_unit_dims_only_py(p, d):
+    """A transpose by p of an array of dims d that is a reshape: only size-1 dims move."""
+    if sorted(p) != list(range(len(d))):
+        raise NoValue
+    kept = [i for i in p if d[i] != 1]
+    return kept == sorted(kept)
+
+
 def _i64(n: int) -> int:
     """A result egglog can hold (its integers are i64)."""
     if not -2 ** 63 <= n < 2 ** 63:
@@ -432,6 +440,9 @@ _ROWS = [
        py=lambda text, dtype: representable(text, dtype),
        doc="the constant text is exactly a value of that element type", public=False,
        facts=_can_hold_facts),
+    Fn("moves_unit_dims_only", ("ints", "ints"), "bool", egg=None, host=True,
+       py=_moves_unit_dims_only_py,
+       doc="the permutation p of dims d keeps every dim larger than 1 in its order"),
 ]
 
 FUNCTIONS: dict[str, Fn] = {row.name: row for row in _ROWS}
