@@ -96,19 +96,28 @@ def _reshape(inst, shapes, fields, expected):
 
 
 def _bitcast(inst, shapes, fields, expected):
-    """A reshape's dims in a random layout: bitcasts reinterpret the layout-ordered bytes, so
-    the draws must not all be row-major."""
+    """A reshape's dims or the operand's permuted, in a random layout: bitcasts reinterpret
+    the layout-ordered bytes, so the draws must not all be row-major."""
     shape = _reshape(inst, shapes, fields, expected)
-    return expected if expected is not None else _random_layout(inst, shape)
+    if expected is not None:
+        return expected
+    if inst.rng.integers(2):
+        x = shapes[0]
+        shape = array(x.element_type, [x.dims[d] for d in inst.rng.permutation(x.rank)])
+    return _random_layout(inst, shape)
+
+
+def _copy(inst, shapes, fields, expected):
+    """The operand's shape in a random layout."""
+    no_free_fields(inst, shapes, fields, expected)
+    return expected if expected is not None else _random_layout(inst, shapes[0])
 
 
 def _custom_call(inst, shapes, fields, expected):
-    """Only the layout constraint has a result shape the checker knows: its operand's, in a
-    random layout."""
+    """Only the layout constraint has a result shape the checker knows: a copy's."""
     if fields.get("custom_call_target") != "LayoutConstraint" or len(shapes) != 1:
         raise Reject("no result shape for this custom-call target")
-    no_free_fields(inst, shapes, fields, expected)
-    return expected if expected is not None else _random_layout(inst, shapes[0])
+    return _copy(inst, shapes, fields, expected)
 
 
 def _random_layout(inst, shape):
@@ -217,5 +226,5 @@ SAMPLERS = {
     "reshape": _reshape, "convert": _convert, "bitcast-convert": _bitcast_convert,
     "iota": _iota, "slice": _slice, "pad": _pad, "concatenate": _concatenate,
     "compare": _compare, "dot": _dot, "bitcast": _bitcast,
-    "custom-call": _custom_call,
+    "custom-call": _custom_call, "copy": _copy,
 }

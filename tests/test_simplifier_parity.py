@@ -614,3 +614,29 @@ def test_cube_roots_sink_below_max_and_min(op):                      # SinkCbrtT
   cb = bf16[17,96,120] cbrt(b)
   ROOT m = bf16[17,96,120] {op}(ca, cb)""", fp_mode="strict")
     assert form(out.entry.root) == f"cbrt({op}(p0, p1))"
+
+
+def test_a_copy_that_keeps_the_order_in_memory_is_a_bitcast():        # BitcastCopyChainSmall
+    out = optimized("""
+  p = f32[4,1,1,32,32]{3,4,0,1,2} parameter(0)
+  c0 = f32[4,1,1,32,32]{4,3,0,2,1} copy(p)
+  b = f32[1024,4,1,1]{0,3,2,1} bitcast(c0)
+  ROOT c1 = f32[1024,4,1,1]{0,1,3,2} copy(b)""")
+    assert form(out.entry.root) == "bitcast(copy(p0))"               # c0 reorders: it stays
+
+
+def test_a_bitcast_that_transposes_a_broadcast_is_a_broadcast():    # TransposeBitcastOfBroadcast
+    out = optimized("""
+  p = f32[2,4]{1,0} parameter(0)
+  b = f32[10,2,3,4]{3,2,1,0} broadcast(p), dimensions={1,3}
+  ROOT t = f32[2,3,10,4]{3,1,0,2} bitcast(b)""")
+    assert form(out.entry.root) == "broadcast(p0)"
+    assert out.entry.root.attrs["dimensions"] == (0, 3)
+
+
+def test_tiled_layouts_keep_their_bitcasts():           # like BitcastBroadcastDifferentLayout
+    out = optimized("""
+  p = f32[16]{0:T(8)} parameter(0)
+  b = f32[16,8]{1,0:T(8,8)} broadcast(p), dimensions={0}
+  ROOT c = f32[16,8]{1,0:T(8)} bitcast(b)""")
+    assert opcodes(out) == ["parameter", "broadcast", "bitcast"]
