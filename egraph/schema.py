@@ -59,6 +59,7 @@ ATTR_FIELDS: dict[str, list[tuple[str, str]]] = {
                 ("scatter_dims_to_operand_dims", "v"), ("index_vector_dim", "i"),
                 ("input_batching_dims", "v"), ("scatter_indices_batching_dims", "v"),
                 ("to_apply", "s")],
+    "custom-call": [("custom_call_target", "s")],
 }
 
 KIND_SORT = {"v": "IVec", "s": "String", "i": "i64"}

@@ -29,7 +29,7 @@ from ..rule_compiler.rule_types import REWRITE_OP_CLASSES, operand_type
 from .samplers import DTYPE_CHOICES, FITTED_OPERANDS, FREE, SAMPLERS, Reject, no_free_fields
 
 # Ops whose sampler takes any shape the position expects (samplers.py).
-ADAPTABLE = frozenset({"broadcast", "reshape", "convert", "iota"})
+ADAPTABLE = frozenset({"broadcast", "reshape", "convert", "iota", "bitcast"})
 
 
 class IllTyped(Exception):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 
 from ..dtypes import DTYPES
-from ..shape import array
+from ..shape import Layout, Shape, array
 
 DTYPE_CHOICES = ("pred", "s8", "s32", "u32", "s64", "f16", "bf16", "f32", "f64")
 FREE = object()         # an attribute the rule leaves to the instance
@@ -93,6 +93,36 @@ def _reshape(inst, shapes, fields, expected):
     if n != 1 or x.num_elements == 0:
         dims = [x.num_elements]
     return array(x.element_type, [int(d) for d in inst.rng.permutation(dims)])
+
+
+def _bitcast(inst, shapes, fields, expected):
+    """A reshape's dims or the operand's permuted, in a random layout: bitcasts reinterpret
+    the layout-ordered bytes, so the draws must not all be row-major."""
+    shape = _reshape(inst, shapes, fields, expected)
+    if expected is not None:
+        return expected
+    if inst.rng.integers(2):
+        x = shapes[0]
+        shape = array(x.element_type, [x.dims[d] for d in inst.rng.permutation(x.rank)])
+    return _random_layout(inst, shape)
+
+
+def _copy(inst, shapes, fields, expected):
+    """The operand's shape in a random layout."""
+    no_free_fields(inst, shapes, fields, expected)
+    return expected if expected is not None else _random_layout(inst, shapes[0])
+
+
+def _custom_call(inst, shapes, fields, expected):
+    """Only the layout constraint has a result shape the checker knows: a copy's."""
+    if fields.get("custom_call_target") != "LayoutConstraint" or len(shapes) != 1:
+        raise Reject("no result shape for this custom-call target")
+    return _copy(inst, shapes, fields, expected)
+
+
+def _random_layout(inst, shape):
+    order = tuple(int(d) for d in inst.rng.permutation(shape.rank))
+    return Shape(shape.element_type, shape.dims, Layout(order))
 
 
 def _convert(inst, shapes, fields, expected):
@@ -277,5 +307,6 @@ SAMPLERS = {
     "transpose": _transpose, "reverse": _reverse, "reduce": _reduce, "broadcast": _broadcast,
     "reshape": _reshape, "convert": _convert, "bitcast-convert": _bitcast_convert,
     "iota": _iota, "slice": _slice, "pad": _pad, "concatenate": _concatenate,
-    "compare": _compare, "dot": _dot, "gather": _gather,
+    "compare": _compare, "dot": _dot, "gather": _gather, "bitcast": _bitcast,
+    "custom-call": _custom_call, "copy": _copy,
 }

@@ -27,6 +27,7 @@ import numpy as np
 from ..dtypes import COMPLEX_PART, DTYPES, float_info, int_info
 from ..shape import Shape, array
 from ..egraph.constants import number_text, representable
+from ..grammar.hlo_parser import shape_from_text
 from ..egraph.schema import (DTYPE_CLASSES, atom, constant_atom, function, relation, set_value,
                              vec_of)
 from ..egraph.terms import egg_string
@@ -36,9 +37,11 @@ class NoValue(Exception):
 
 
 class TypeParts(NamedTuple):
-    """Egglog text of a Type's element type and dims (what rows with "type" params get)."""
+    """Egglog text of a Type's element type, dims and extra (the full shape text where the
+    layout is not the default, else ""): what rows with "type" params get."""
     dtype: str
     dims: str
+    extra: str
 
 
 @dataclass(frozen=True)
@@ -99,6 +102,42 @@ def _pad_dims_py(dims, low, high, interior):
     if any(n < 0 for n in interior) or any(d < 0 for d in out):
         raise NoValue
     return out
+
+
+def _moves_unit_dims_only_py(p, d):
+    """A transpose by p of an array of dims d that is a reshape: only size-1 dims move."""
+    if sorted(p) != list(range(len(d))):
+        raise NoValue
+    kept = [i for i in p if d[i] != 1]
+    return kept == sorted(kept)
+
+
+def _memory_order(t: Shape) -> tuple[int, ...]:
+    """The dims of t from major to minor in memory; no value where a layout tail (tiles,
+    memory space...) or a dynamic dimension makes memory more than the order of dims."""
+    if t.dynamic or t.layout is None or t.layout.tail:
+        raise NoValue
+    return tuple(reversed(t.layout.minor_to_major))
+
+
+def _same_memory_order_py(x: Shape, y: Shape) -> bool:
+    """Same dims, and the same order of the dims larger than 1 in memory."""
+    big = lambda t: [d for d in _memory_order(t) if t.dims[d] != 1]  # noqa: E731
+    return x.dims == y.dims and big(x) == big(y)
+
+
+def _bitcast_permutation_py(x: Shape, y: Shape):
+    """p with y[k] = x[p[k]] whose memory orders match through p: reading x's bytes as y is
+    transpose(x, p)."""
+    mx, my = _memory_order(x), _memory_order(y)
+    if len(mx) != len(my):
+        raise NoValue
+    p = [0] * len(my)
+    for a, b in zip(my, mx):
+        p[a] = b
+    if any(y.dims[k] != x.dims[p[k]] for k in range(len(p))):
+        raise NoValue
+    return tuple(p)
 
 
 def _i64(n: int) -> int:
@@ -518,6 +557,15 @@ _ROWS = [
            "indices' dims, where their entries land in the result"),
     Fn("concat_dims", ("ints", "ints", "ints"), "ints", egg=None, host=True,
        py=_concat_dims_py, doc="result dims of a concatenate of two operands", public=False),
+    Fn("moves_unit_dims_only", ("ints", "ints"), "bool", egg=None, host=True,
+       py=_moves_unit_dims_only_py,
+       doc="the permutation p of dims d keeps every dim larger than 1 in its order"),
+    Fn("same_memory_order", ("type", "type"), "bool", egg=None, host=True,
+       py=_same_memory_order_py,
+       doc="x and y have the same dims and hold their elements in the same order in memory"),
+    Fn("bitcast_permutation", ("type", "type"), "ints", egg=None, host=True,
+       py=_bitcast_permutation_py,
+       doc="p where x's bytes read as y are transpose(x, p) (no value where they are not)"),
 ]
 
 FUNCTIONS: dict[str, Fn] = {row.name: row for row in _ROWS}
@@ -540,8 +588,9 @@ COMPARISONS: dict[str, Comparison] = {
 }
 
 
-def type_value(dtype: str, dims) -> Shape:
-    """The Python value of a "type" expression built by the compiler."""
+def type_value(dtype: str, dims, extra: str = "") -> Shape:
+    """The Python value of a "type" expression: built by the compiler (default layout), or
+    a term's type read back from the e-graph (its layout is in `extra` where not default)."""
     if dtype not in DTYPES or any(d < 0 for d in dims):
         raise NoValue
-    return array(dtype, tuple(dims))
+    return shape_from_text(extra) if extra else array(dtype, tuple(dims))

@@ -648,3 +648,125 @@ def test_scatter_adds_with_batching_dims_join_after_them():     # ScatterAddComb
     assert form(after.entry.root) == ONE_SCATTER
     assert [(c.operands[0].parameter_number, c.attrs["dimensions"]) for c in joined] == \
         [(1, (2,)), (3, (1,))]
+# --- layout and data movement (layout.rules, convert.rules; with MultiplyBroadcastReassoc,
+# SinkCbrtThroughMax from arithmetic.rules and minmax_logic.rules) --------------------------
+
+def test_a_transpose_of_size_one_dims_is_a_reshape():                # TransposeIsReshape
+    out = optimized("""
+  p = f32[10] parameter(0)
+  r = f32[1,1,10] reshape(p)
+  t = f32[10,1,1] transpose(r), dimensions={2,1,0}
+  ROOT back = f32[10] reshape(t)""")
+    assert opcodes(out) == ["parameter"]
+    swapped = optimized("""
+  p = f32[2,1,3] parameter(0)
+  ROOT t = f32[3,1,2] transpose(p), dimensions={2,1,0}""")
+    assert swapped.entry.root.opcode == "transpose"                  # 2 and 3 trade places
+
+
+def test_bitcasts_that_undo_each_other_vanish():                     # BitcastUndoesBitcast
+    out = optimized("""
+  p0 = f32[32]{0} parameter(0)
+  b0 = f32[1,32]{1,0} bitcast(p0)
+  b1 = f32[32]{0} bitcast(b0)
+  ROOT out = f32[1,32,32]{2,1,0} broadcast(b1), dimensions={1}""")
+    assert opcodes(out) == ["parameter", "broadcast"]
+
+
+def test_a_chain_of_bitcasts_through_another_layout_is_one_bitcast():
+    # the middle bitcast reads the bytes column-major: the chain is one reinterpretation
+    out = optimized("""
+  p = f32[2,3]{1,0} parameter(0)
+  b0 = f32[3,2]{0,1} bitcast(p)
+  ROOT b1 = f32[6]{0} bitcast(b0)""")
+    assert opcodes(out) == ["parameter", "bitcast"]
+    assert out.entry.root.shape.to_text() == "f32[6]{0}"
+
+
+def test_bitcast_converts_around_a_concatenate_cancel():         # SimplifyRedundantBitcastConvert
+    out = optimized("""
+  p0 = s32[10] parameter(0)
+  p1 = s32[10] parameter(1)
+  b0 = u32[10] bitcast-convert(p0)
+  b1 = u32[10] bitcast-convert(p1)
+  c = u32[20] concatenate(b0, b1), dimensions={0}
+  ROOT out = s32[20] bitcast-convert(c)""")
+    assert opcodes(out) == ["parameter", "parameter", "concatenate"]
+
+
+@pytest.mark.parametrize("layout, expected", [
+    ("{0,1,2}", ["parameter"]),                                      # LayoutConstraintToNoop
+    ("{2,0,1}", ["parameter", "copy"])])                             # LayoutConstraintToCopy
+def test_a_layout_constraint_is_a_copy_into_its_layout(layout, expected):
+    out = optimized(f"""
+  p = f32[6,4,3]{{0,1,2}} parameter(0)
+  ROOT c = f32[6,4,3]{layout} custom-call(p), custom_call_target="LayoutConstraint" """)
+    assert opcodes(out) == expected
+    assert out.entry.root.shape.to_text() == f"f32[6,4,3]{layout}"
+
+
+def test_a_splat_operand_sinks_below_a_broadcast():   # ElementwiseSinkMultipleBroadcastsConstantMix
+    out = optimized("""
+  p0 = f32[4] parameter(0)
+  c0 = f32[] constant(2)
+  b0 = f32[4,2] broadcast(c0), dimensions={}
+  b1 = f32[4,2] broadcast(p0), dimensions={0}
+  ROOT m = f32[4,2] multiply(b1, b0)""")
+    assert form(out.entry.root) == "broadcast(multiply(p0, 2))"
+    assert out.entry.root.operands[0].shape.dims == (4,)
+
+
+MULTIPLY_BROADCAST = """
+  p0 = T[2,2] parameter(0)
+  p1 = T[] parameter(1)
+  two = T[] constant(2)
+  c = T[2,2] broadcast(two), dimensions={}
+  x = T[2,2] multiply(p0, c)
+  y = T[2,2] broadcast(p1), dimensions={}
+  ROOT z = T[2,2] multiply(y, x)"""
+
+
+@pytest.mark.parametrize("element_type, fp_mode, expected", [     # MultiplyBroadcastReassoc
+    ("s32", "strict", "multiply(p0, multiply(p1, 2))"),
+    ("f32", "fast", "multiply(p0, multiply(p1, 2))"),
+    ("f32", "xla", "multiply(p1, multiply(p0, 2))")])              # rounds differently
+def test_a_constant_factor_joins_a_broadcast_factor(element_type, fp_mode, expected):
+    body = MULTIPLY_BROADCAST.replace("T[", f"{element_type}[")
+    assert root_form(body, fp_mode=fp_mode) == expected
+
+
+@pytest.mark.parametrize("op", ["maximum", "minimum"])
+def test_cube_roots_sink_below_max_and_min(op):                      # SinkCbrtThroughMax
+    out = optimized(f"""
+  a = bf16[17,96,120] parameter(0)
+  b = bf16[17,96,120] parameter(1)
+  ca = bf16[17,96,120] cbrt(a)
+  cb = bf16[17,96,120] cbrt(b)
+  ROOT m = bf16[17,96,120] {op}(ca, cb)""", fp_mode="strict")
+    assert form(out.entry.root) == f"cbrt({op}(p0, p1))"
+
+
+def test_a_copy_that_keeps_the_order_in_memory_is_a_bitcast():        # BitcastCopyChainSmall
+    out = optimized("""
+  p = f32[4,1,1,32,32]{3,4,0,1,2} parameter(0)
+  c0 = f32[4,1,1,32,32]{4,3,0,2,1} copy(p)
+  b = f32[1024,4,1,1]{0,3,2,1} bitcast(c0)
+  ROOT c1 = f32[1024,4,1,1]{0,1,3,2} copy(b)""")
+    assert form(out.entry.root) == "bitcast(copy(p0))"               # c0 reorders: it stays
+
+
+def test_a_bitcast_that_transposes_a_broadcast_is_a_broadcast():    # TransposeBitcastOfBroadcast
+    out = optimized("""
+  p = f32[2,4]{1,0} parameter(0)
+  b = f32[10,2,3,4]{3,2,1,0} broadcast(p), dimensions={1,3}
+  ROOT t = f32[2,3,10,4]{3,1,0,2} bitcast(b)""")
+    assert form(out.entry.root) == "broadcast(p0)"
+    assert out.entry.root.attrs["dimensions"] == (0, 3)
+
+
+def test_tiled_layouts_keep_their_bitcasts():           # like BitcastBroadcastDifferentLayout
+    out = optimized("""
+  p = f32[16]{0:T(8)} parameter(0)
+  b = f32[16,8]{1,0:T(8,8)} broadcast(p), dimensions={0}
+  ROOT c = f32[16,8]{1,0:T(8)} bitcast(b)""")
+    assert opcodes(out) == ["parameter", "broadcast", "bitcast"]
