@@ -208,6 +208,25 @@ def _each(py):
     return run
 
 
+def _choose_py(d, p, q):
+    if len(p) != len(q):
+        raise NoValue
+    _check_index(d, len(p))
+    return tuple(a if i in d else b for i, (a, b) in enumerate(zip(p, q)))
+
+
+def _slice_span_py(counts, strides):
+    if len(counts) != len(strides) or any(m < 1 or t < 1 for m, t in zip(counts, strides)):
+        raise NoValue
+    return tuple(_i64((m - 1) * t + 1) for m, t in zip(counts, strides))
+
+
+def _index_of_py(p, q):
+    if any(v not in p for v in q):
+        raise NoValue
+    return tuple(p.index(v) for v in q)
+
+
 def _min_of_py(lst):
     if not lst:
         raise NoValue
@@ -566,6 +585,20 @@ _ROWS = [
     Fn("bitcast_permutation", ("type", "type"), "ints", egg=None, host=True,
        py=_bitcast_permutation_py,
        doc="p where x's bytes read as y are transpose(x, p) (no value where they are not)"),
+    Fn("slice_span", ("ints", "ints"), "ints", egg=None, host=True, py=_slice_span_py,
+       doc="(m - 1) * t + 1 for each dim: how far m elements at stride t reach (m >= 1)"),
+    Fn("choose", ("ints", "ints", "ints"), "ints", egg=None, host=True, py=_choose_py,
+       doc="p's elements at the indices in d, q's at the others (p, q of one length)"),
+    Fn("union", ("ints", "ints"), "ints", egg=None, host=True,
+       py=lambda p, q: tuple(sorted(set(p) | set(q))),
+       doc="the distinct elements of p and q, increasing"),
+    Fn("difference", ("ints", "ints"), "ints", egg=None, host=True,
+       py=lambda p, q: tuple(v for v in p if v not in q), doc="p's elements not in q, in order"),
+    Fn("padded_dims", ("ints", "ints", "ints"), "ints", egg=None, host=True,
+       py=lambda *pads: tuple(i for i, ps in enumerate(zip(*pads)) if any(ps)),
+       doc="the dims a pad with these low, high, interior changes (some entry non-zero)"),
+    Fn("index_of", ("ints", "ints"), "ints", egg=None, host=True, py=_index_of_py,
+       doc="for each element of q, its index in p (every one must be in p)"),
 ]
 
 FUNCTIONS: dict[str, Fn] = {row.name: row for row in _ROWS}

@@ -719,3 +719,19 @@ def test_an_e_graph_loads_the_rules_that_can_match_on_its_opcodes():
     assert rules(compiled.usable({"add", "negate"}, f32)) == {"back"}
     assert rules(compiled.usable({"parameter"}, f32)) == set()
     assert rules(compiled.usable({"dot", "subtract"}, f32)) == {"forward", "back", "never"}
+
+
+# --- list functions of the slicing rules (slice of pad/reverse, reverse of reverse, pad of
+# broadcast) ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name,args,value", [
+    ("minus_each", ((5, 2), (3, 4)), (2, -2)), ("minus_each", ((1,), ()), NoValue),
+    ("slice_span", ((1, 3), (5, 2)), (1, 5)), ("slice_span", ((0,), (1,)), NoValue),
+    ("choose", ((0, 2), (1, 2, 3), (7, 8, 9)), (1, 8, 3)), ("choose", ((), (1,), (2,)), (2,)),
+    ("choose", ((3,), (1, 2), (3, 4)), NoValue), ("choose", ((0,), (1,), (3, 4)), NoValue),
+    ("union", ((3, 1), (1, 0)), (0, 1, 3)), ("difference", ((1, 2, 3), (2,)), (1, 3)),
+    ("padded_dims", ((0, 1, 0), (0, 0, -1), (0, 0, 0)), (1, 2)),
+    ("padded_dims", ((0, 0), (0, 0), (0, 2)), (1,)),
+    ("index_of", ((0, 2, 5), (5, 0)), (2, 0)), ("index_of", ((0, 2), (1,)), NoValue)])
+def test_slicing_function_values(name, args, value):
+    test_function_values(name, args, value)

@@ -770,3 +770,173 @@ def test_tiled_layouts_keep_their_bitcasts():           # like BitcastBroadcastD
   b = f32[16,8]{1,0:T(8,8)} broadcast(p), dimensions={0}
   ROOT c = f32[16,8]{1,0:T(8)} bitcast(b)""")
     assert opcodes(out) == ["parameter", "broadcast", "bitcast"]
+# --- slicing & joining: slice, reverse, concatenate, pad (slicing.rules, layout.rules) -----
+
+def slice_window(inst) -> list[tuple[int, int, int]]:
+    return [tuple(d) for d in inst.attrs["slice"]]
+
+
+PAD_3X4 = """
+  p0 = f32[3,4] parameter(0)
+  c = f32[] constant(7)
+  pad = f32[8,10] pad(p0, c), padding=3_2x1_5
+  ROOT s = {shape} slice(pad), slice={window}"""
+
+
+@pytest.mark.parametrize("shape, window", [
+    ("f32[1,1]", "{[2:3], [0:1]}"),                    # SliceOfPadLow: rows before p0
+    ("f32[1,1]", "{[6:7], [9:10]}"),                   # SliceOfPadHigh: rows after p0
+    ("f32[1,1]", "{[5:6], [9:10]}"),                   # SliceOfPadMidScalarConstant
+    ("f32[2,2]", "{[0:8:4], [5:10:3]}")])              # strided, columns after p0
+def test_slice_reading_only_padding_is_the_padding_value(shape, window):
+    out = optimized(PAD_3X4.format(shape=shape, window=window))
+    assert form(out.entry.root) == "7" and out.entry.root.opcode == "broadcast"
+
+
+@pytest.mark.parametrize("shape, window, expected", [
+    ("f32[2,3]", "{[4:6], [2:5]}", [(1, 3, 1), (1, 4, 1)]),      # SliceOfPad
+    ("f32[1,1]", "{[5:6], [4:5]}", [(2, 3, 1), (3, 4, 1)]),      # SliceOfPadMidNonScalar
+    ("f32[2,2]", "{[3:6:2], [1:5:3]}", [(0, 3, 2), (0, 4, 3)])])
+def test_slice_reading_only_the_operand_slices_the_operand(shape, window, expected):
+    out = optimized(PAD_3X4.format(shape=shape, window=window))
+    assert form(out.entry.root) == "slice(p0)" and slice_window(out.entry.root) == expected
+
+
+def test_slice_reading_operand_and_padding_keeps_the_pad():
+    out = optimized(PAD_3X4.format(shape="f32[2,2]", window="{[2:4], [0:2]}"))
+    assert "pad" in opcodes(out)
+
+
+def test_slice_of_the_whole_padded_operand_is_the_operand():     # SliceOfPadMidScalar
+    out = optimized("""
+  p0 = f32[1,1] parameter(0)
+  c = f32[] constant(0)
+  pad = f32[8,10] pad(p0, c), padding=3_4x4_5
+  ROOT s = f32[1,1] slice(pad), slice={[3:4], [4:5]}""")
+    assert form(out.entry.root) == "p0"
+
+
+def test_slice_of_interior_padding_keeps_the_pad():
+    out = optimized("""
+  p0 = f32[3] parameter(0)
+  c = f32[] constant(0)
+  pad = f32[7] pad(p0, c), padding=1_1_1
+  ROOT s = f32[2] slice(pad), slice={[1:3]}""")
+    assert "pad" in opcodes(out)
+
+
+def test_slice_of_broadcast_slices_the_operand():                # SliceOfBroadcast(PreserveLayout)
+    out = optimized("""
+  p0 = f32[10,20] parameter(0)
+  b = f32[10,30,20]{2,0,1} broadcast(p0), dimensions={0,2}
+  ROOT s = f32[5,5,5]{2,0,1} slice(b), slice={[0:5:1], [5:25:4], [5:15:2]}""")
+    root = out.entry.root
+    assert form(root) == "broadcast(slice(p0))" and root.shape.layout.minor_to_major == (2, 0, 1)
+    assert slice_window(root.operands[0]) == [(0, 5, 1), (5, 15, 2)]
+
+
+@pytest.mark.parametrize("reversed_dims, shape, window, expected", [
+    ("{0,2}", "f32[1,7,32]", "{[2:3:1], [0:7:1], [0:32:1]}", [(3, 4, 1), (0, 7, 1), (0, 32, 1)]),
+    ("{0,1,2}", "f32[1,2,7]", "{[2:3:2], [0:7:4], [0:32:5]}", [(3, 4, 2), (2, 7, 4), (1, 32, 5)]),
+    ("{1}", "f32[6,3,2]", "{[0:6:1], [1:6:2], [0:32:31]}", [(0, 6, 1), (1, 6, 2), (0, 32, 31)])])
+def test_slice_of_reverse_is_reverse_of_mirrored_slice(reversed_dims, shape, window, expected):
+    # SliceReverse, SliceReverseNonUnitEvenOddStrides (there over a pad the slice then skips)
+    out = optimized(f"""
+  p0 = f32[6,7,32] parameter(0)
+  rev = f32[6,7,32] reverse(p0), dimensions={reversed_dims}
+  ROOT s = {shape} slice(rev), slice={window}""")
+    assert form(out.entry.root) == "reverse(slice(p0))"
+    assert slice_window(out.entry.root.operands[0]) == expected
+
+
+def test_reverse_of_reverse_reverses_the_dims_reversed_once():   # ShrinkNestedReverse
+    out = optimized("""
+  p0 = bf16[10,1,10,8] parameter(0)
+  r0 = bf16[10,1,10,8] reverse(p0), dimensions={1,2,3}
+  ROOT r1 = bf16[10,1,10,8] reverse(r0), dimensions={0,1,2}""")
+    assert form(out.entry.root) == "reverse(p0)" and out.entry.root.attrs["dimensions"] == (0, 3)
+
+
+def test_reverse_moves_through_an_op_with_a_splat():             # SwapConstantEwboWithReverse
+    out = optimized("""
+  p0 = bf16[10,1,10,8] parameter(0)
+  c = bf16[] constant(1)
+  b = bf16[10,1,10,8] broadcast(c), dimensions={}
+  r0 = bf16[10,1,10,8] reverse(p0), dimensions={0}
+  s = bf16[10,1,10,8] subtract(b, r0)
+  ROOT r1 = bf16[10,1,10,8] reverse(s), dimensions={0}""")
+    assert form(out.entry.root) == "subtract(1, p0)"
+
+
+CONCAT_OF_THREE = """
+  p0 = f32[2] parameter(0)
+  p1 = f32[1] parameter(1)
+  p2 = f32[3] parameter(2)
+  concat = f32[6] concatenate(p0, p1, p2), dimensions={0}
+  ROOT s = f32[%d] slice(concat), slice={[%d:%d]}"""
+
+
+@pytest.mark.parametrize("start, limit, expected", [
+    (2, 3, "p1"),                                           # SliceOfConcatScalarInput
+    (4, 5, "slice(p2)"),                                    # SliceOfConcatNonScalarInput
+    (0, 3, "concatenate(p0, p1)"), (2, 6, "concatenate(p1, p2)")])
+def test_slice_of_concatenate_reads_only_the_operands_it_needs(start, limit, expected):
+    out = optimized(CONCAT_OF_THREE % (limit - start, start, limit))
+    assert form(out.entry.root) == expected
+
+
+def test_slice_of_four_operand_concatenate():                     # SliceOfMultipleConcatOperands
+    out = optimized("""
+  p0 = f32[5,5] parameter(0)
+  p1 = f32[5,5] parameter(1)
+  p2 = f32[5,5] parameter(2)
+  p3 = f32[5,5] parameter(3)
+  c0 = f32[20,5] concatenate(p0, p1, p2, p3), dimensions={0}
+  ROOT s0 = f32[8,5] slice(c0), slice={[6:14], [0:5]}""")
+    assert form(out.entry.root) == "slice(concatenate(p1, p2))"
+    assert slice_window(out.entry.root) == [(1, 9, 1), (0, 5, 1)]
+
+
+@pytest.mark.parametrize("inner, outer", [("concatenate(p0, p1)", "concatenate(c0, p2)"),
+                                          ("concatenate(p1, p2)", "concatenate(p0, c0)")])
+def test_nested_concatenates_become_one(inner, outer):          # UnnestConcatenate
+    out = optimized(f"""
+  p0 = f32[2,10] parameter(0)
+  p1 = f32[3,10] parameter(1)
+  p2 = f32[4,10] parameter(2)
+  c0 = f32[{7 if 'p2' in inner else 5},10] {inner}, dimensions={{0}}
+  ROOT c1 = f32[9,10] {outer}, dimensions={{0}}""")
+    assert form(out.entry.root) == "concatenate(p0, p1, p2)"
+
+
+def test_copies_along_a_unit_dimension_are_a_broadcast():       # ConcatToBroadcast (2 copies)
+    out = optimized("""
+  p = f32[64,1,256] parameter(0)
+  ROOT concat = f32[64,2,256] concatenate(p, p), dimensions={1}""")
+    assert form(out.entry.root) == "broadcast(reshape(p0))"
+
+
+@pytest.mark.parametrize("operand, dims, padding, expected", [
+    # BroadcastAndPadReorder(WithUse), SimplifyShardedPad: the pad on a [32] broadcast
+    ("pred[]", "{}", "0_4064x0_0x0_0", "broadcast(pad(1, 0))"),
+    # BroadcastAndPadReorderWithNonScalar: the pad on the operand
+    ("pred[32]", "{0}", "0_4064x0_0x0_0", "broadcast(pad(p0, 0))")])
+def test_pad_of_broadcast_pads_before_broadcasting(operand, dims, padding, expected):
+    source = "c1" if operand == "pred[]" else "p0"
+    out = optimized(f"""
+  p0 = {operand} parameter(0)
+  c1 = pred[] constant(true)
+  b2 = pred[32,1,768] broadcast({source}), dimensions={dims}
+  c3 = pred[] constant(false)
+  ROOT p4 = pred[4096,1,768] pad(b2, c3), padding={padding}""")
+    root = out.entry.root
+    assert form(root) == expected and root.operands[0].shape.dims == (4096,)
+
+
+def test_slices_reading_the_same_elements_are_one():           # SliceRedundantStrides
+    out = optimized("""
+  p0 = f32[6,7,32] parameter(0)
+  a = f32[1,2,7] slice(p0), slice={[2:3:2], [0:7:4], [0:32:5]}
+  b = f32[1,2,7] slice(p0), slice={[2:6:5], [0:5:4], [0:31:5]}
+  ROOT t = (f32[1,2,7], f32[1,2,7]) tuple(a, b)""")
+    assert opcodes(out).count("slice") == 1
