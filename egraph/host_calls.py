@@ -17,7 +17,8 @@ the function has no value (NoValue) nothing is written and the rule does not mat
 calls take one more request round each. A guard (a "bool" function) is a relation holding
 the argument tuples for which it is true.
 
-A "type" parameter travels as two columns, its element type and its dims.
+A "type" parameter travels as three columns: its element type, its dims and its extra text
+(the full shape where the layout is not the default), so that Python sees layouts.
 """
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ RULESET = "host-requests"
 MAX_ROUNDS = 8          # request/answer rounds per iteration (nesting depth of host calls)
 
 _SORTS = {"ints": ("IVec",), "int": ("i64",), "str": ("String",), "dtype": ("String",),
-          "splat": ("String",), "type": ("String", "IVec")}
+          "splat": ("String",), "type": ("String", "IVec", "String")}
 
 
 def request_table(fn: Fn) -> str:
@@ -86,8 +87,7 @@ def _answer_fact(fn: Fn, columns: tuple) -> str | None:
     args, rest = [], list(columns)
     for kind in fn.params:
         if kind == "type":
-            dtype, dims = rest.pop(0), rest.pop(0)
-            args.append((dtype, dims))
+            args.append((rest.pop(0), rest.pop(0), rest.pop(0)))
         else:
             args.append(rest.pop(0))
     try:

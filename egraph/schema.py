@@ -55,6 +55,14 @@ ATTR_FIELDS: dict[str, list[tuple[str, str]]] = {
     "dynamic-slice": [("dynamic_slice_sizes", "v")],
     "while": [("condition", "s"), ("body", "s")],
     "call": [("to_apply", "s")],
+    "gather": [("offset_dims", "v"), ("collapsed_slice_dims", "v"), ("start_index_map", "v"),
+               ("index_vector_dim", "i"), ("slice_sizes", "v"), ("operand_batching_dims", "v"),
+               ("start_indices_batching_dims", "v")],
+    "scatter": [("update_window_dims", "v"), ("inserted_window_dims", "v"),
+                ("scatter_dims_to_operand_dims", "v"), ("index_vector_dim", "i"),
+                ("input_batching_dims", "v"), ("scatter_indices_batching_dims", "v"),
+                ("to_apply", "s")],
+    "custom-call": [("custom_call_target", "s")],
     "reduce-precision": [("exponent_bits", "i"), ("mantissa_bits", "i")],
 }
 

@@ -29,7 +29,9 @@ WINDOWED = frozenset({"reduce-window"})
 WINDOW_FIELDS = ("size", "stride", "low", "high", "lhs_dilate", "rhs_dilate", "rhs_reversal")
 
 # Vector fields left out of the decoded instruction when empty (XLA's defaults).
-OMITTED_WHEN_EMPTY = frozenset({"lhs_batch_dims", "rhs_batch_dims"})
+OMITTED_WHEN_EMPTY = frozenset({"lhs_batch_dims", "rhs_batch_dims", "operand_batching_dims",
+                                "start_indices_batching_dims", "input_batching_dims",
+                                "scatter_indices_batching_dims"})
 
 _ESCAPES = {"%": "%25", '"': "%22", "\\": "%5C", "\t": "%09", "\n": "%0A", "\r": "%0D"}
 _NEEDS_ESCAPE = re.compile('[%"\\\\\t\n\r]')

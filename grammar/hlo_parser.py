@@ -557,6 +557,11 @@ def _tuple_depth(elements) -> int:
 _ARRAY_SHAPE = re.compile(r"([a-z0-9_]+)\s*\[([^\]]*)\]\s*(?:\{(.*)\})?", re.S)
 
 
+def shape_from_text(text: str) -> Shape:
+    """An array shape as Shape.to_text prints it, read back."""
+    return _array_shape(text)
+
+
 @lru_cache(maxsize=8192)
 def _array_shape(text: str) -> Shape:
     """`f32[8,<=4,?]{2,1,0:T(8,128)}` -> Shape; cached, shapes repeat throughout a module."""

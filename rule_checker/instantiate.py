@@ -28,10 +28,10 @@ from ..rule_compiler.guard_ir import (Apply, Compare, Lit, SplatOf, TypeOf, Var,
                                        splat_key)
 from ..rule_compiler.rule_ir import PNode, RNode, RuleIR
 from ..rule_compiler.rule_types import REWRITE_OP_CLASSES, operand_type
-from .samplers import DTYPE_CHOICES, FREE, SAMPLERS, Reject, no_free_fields
+from .samplers import DTYPE_CHOICES, FITTED_OPERANDS, FREE, SAMPLERS, Reject, no_free_fields
 
 # Ops whose sampler takes any shape the position expects (samplers.py).
-ADAPTABLE = frozenset({"broadcast", "reshape", "convert", "iota"})
+ADAPTABLE = frozenset({"broadcast", "reshape", "convert", "iota", "bitcast"})
 
 
 class IllTyped(Exception):
@@ -223,8 +223,11 @@ class Instantiator:
         n = len(node.children)
         shapes: list = [None] * n
         insts: list = [None] * n
-        for i in sorted(range(n), key=lambda i: self._order(node.children[i])):
+        fitted, fit = FITTED_OPERANDS.get(node.op, (None, None))
+        for i in sorted(range(n), key=lambda i: (i == fitted, self._order(node.children[i]))):
             exp = self._expected_operand(node.op, i, expected, shapes)
+            if i == fitted:
+                exp = self._fit_operand(node, shapes, fit)
             if exp is None and i == 0 and expected is not None:
                 exp = self._moved_operand(node, expected)
             if exp is None and node.op == "concatenate":
@@ -237,12 +240,9 @@ class Instantiator:
         op = self._op(node, shapes)
         if expected is None and node.var in self.pins.types:
             expected = self._pinned_result(op, self.pins.types[node.var], shapes)
-        free = {name for name, v in node.attrs if isinstance(v, Var) and v.name not in self.env}
-        fields = {name: FREE if name in free else self.value(v) for name, v in node.attrs}
+        free, fields = self._fields(node)
         result = SAMPLERS.get(op, no_free_fields)(self, shapes, fields, expected)
-        for name, v in node.attrs:
-            if name in free:
-                self.env[v.name] = fields[name]
+        self._bind_free(node, free, fields)
         attrs = ir_attrs(op, fields, shapes, b)
         if result is None:
             if op not in INFERABLE or op == "broadcast":
@@ -257,6 +257,24 @@ class Instantiator:
         if expected is not None and not result.compatible(expected):
             raise Reject("shapes do not fit")
         return self._bind(node.var, b.add(op, result, insts, attrs))
+
+    def _fields(self, node: PNode) -> tuple[set, dict]:
+        """The node's attributes: values where known, FREE where the instance draws them."""
+        free = {name for name, v in node.attrs if isinstance(v, Var) and v.name not in self.env}
+        return free, {name: FREE if name in free else self.value(v) for name, v in node.attrs}
+
+    def _bind_free(self, node: PNode, free: set, fields: dict) -> None:
+        for name, v in node.attrs:
+            if name in free:
+                self.env[v.name] = fields[name]
+
+    def _fit_operand(self, node: PNode, shapes, fit) -> Shape:
+        """The shape of an operand that the other operands and the attributes determine
+        (a scatter's updates); draws the attributes the rule leaves open first."""
+        free, fields = self._fields(node)
+        shape = fit(self, shapes, fields)
+        self._bind_free(node, free, fields)
+        return shape
 
     def _op(self, node: PNode, shapes: list[Shape]) -> str:
         """The opcode of a left-side node; an op class takes one of its members that accepts

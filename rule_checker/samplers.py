@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 
 from ..dtypes import DTYPES, float_info
-from ..shape import array
+from ..shape import Layout, Shape, array
 
 DTYPE_CHOICES = ("pred", "s8", "s32", "u32", "s64", "f16", "bf16", "f32", "f64")
 FREE = object()         # an attribute the rule leaves to the instance
@@ -132,6 +132,36 @@ def _reshape(inst, shapes, fields, expected):
     return array(x.element_type, [int(d) for d in inst.rng.permutation(dims)])
 
 
+def _bitcast(inst, shapes, fields, expected):
+    """A reshape's dims or the operand's permuted, in a random layout: bitcasts reinterpret
+    the layout-ordered bytes, so the draws must not all be row-major."""
+    shape = _reshape(inst, shapes, fields, expected)
+    if expected is not None:
+        return expected
+    if inst.rng.integers(2):
+        x = shapes[0]
+        shape = array(x.element_type, [x.dims[d] for d in inst.rng.permutation(x.rank)])
+    return _random_layout(inst, shape)
+
+
+def _copy(inst, shapes, fields, expected):
+    """The operand's shape in a random layout."""
+    no_free_fields(inst, shapes, fields, expected)
+    return expected if expected is not None else _random_layout(inst, shapes[0])
+
+
+def _custom_call(inst, shapes, fields, expected):
+    """Only the layout constraint has a result shape the checker knows: a copy's."""
+    if fields.get("custom_call_target") != "LayoutConstraint" or len(shapes) != 1:
+        raise Reject("no result shape for this custom-call target")
+    return _copy(inst, shapes, fields, expected)
+
+
+def _random_layout(inst, shape):
+    order = tuple(int(d) for d in inst.rng.permutation(shape.rank))
+    return Shape(shape.element_type, shape.dims, Layout(order))
+
+
 def _convert(inst, shapes, fields, expected):
     no_free_fields(inst, shapes, fields, expected)
     if expected is not None:
@@ -228,10 +258,93 @@ def _dot(inst, shapes, fields, expected):
     return no_free_fields(inst, shapes, fields, expected)
 
 
+def _batching_pairs(rng, operand, indices, skip_index_dim):
+    """(operand dims, indices dims): equal-sized pairs, each taken one time in three."""
+    pairs, used = [], set()
+    for d in range(operand.rank):
+        fits = [j for j in range(indices.rank) if j != skip_index_dim and j not in used
+                and indices.dims[j] == operand.dims[d]]
+        if fits and rng.random() < 0.3:
+            used.add(fits[0])
+            pairs.append((d, fits[0]))
+    return tuple(d for d, _ in pairs), tuple(j for _, j in pairs)
+
+
+def _addressing(inst, operand, indices, fields, names) -> set:
+    """Fills index_vector_dim and the fields `names` (gather's or scatter's names for: the
+    operand's and the indices' batching dims, the operand dims the index vectors address,
+    the dropped window dims); returns the operand dims the window drops."""
+    rng = inst.rng
+    batching, indices_batching, addressed, collapsed = names
+    # index_vector_dim: a dim no longer than the operand's rank, or none (vectors of one).
+    fitting = [j for j in range(indices.rank) if indices.dims[j] <= operand.rank]
+    _fill(fields, "index_vector_dim", lambda: int(rng.choice(fitting + [indices.rank])))
+    ivd = fields["index_vector_dim"]
+    if fields.get(batching) is FREE or fields.get(indices_batching) is FREE:
+        fields[batching], fields[indices_batching] = _batching_pairs(rng, operand, indices, ivd)
+    k = indices.dims[ivd] if 0 <= ivd < indices.rank else 1
+    free = [d for d in range(operand.rank) if d not in fields[batching]]
+    if k > len(free):
+        raise Reject("index vectors longer than the operand's rank")
+    _fill(fields, addressed, lambda: tuple(int(d) for d in rng.permutation(free)[:k]))
+    _fill(fields, collapsed, lambda: tuple(d for d in free if rng.random() < 0.4))
+    return set(fields[batching]) | set(fields[collapsed])
+
+
+def _window(inst, operand, dropped):
+    """Window sizes: whole dims half the time, any size up to the dim otherwise."""
+    rng = inst.rng
+    return tuple(min(1, n) if d in dropped else n if rng.random() < 0.5 else
+                 int(rng.integers(n + 1)) for d, n in enumerate(operand.dims))
+
+
+def _window_positions(inst, rank: int, count: int) -> tuple[int, ...]:
+    """Where the window dims go among the `rank` dims of a gather's result (scatter's updates)."""
+    return tuple(sorted(int(d) for d in inst.rng.choice(rank, size=count, replace=False)))
+
+
+def _gather(inst, shapes, fields, expected):
+    """Dimension numbers for these operand and indices shapes; start indices in and out of
+    range are the interpreter's random values (gather clamps them)."""
+    operand, indices = shapes[:2]
+    dropped = _addressing(inst, operand, indices, fields, (
+        "operand_batching_dims", "start_indices_batching_dims", "start_index_map",
+        "collapsed_slice_dims"))
+    _fill(fields, "slice_sizes", lambda: _window(inst, operand, dropped))
+    batch_rank = indices.rank - (fields["index_vector_dim"] < indices.rank)
+    offsets = operand.rank - len(dropped)
+    _fill(fields, "offset_dims", lambda: _window_positions(inst, batch_rank + offsets, offsets))
+    return no_free_fields(inst, shapes, fields, expected)
+
+
+def scatter_updates(inst, shapes, fields):
+    """Fills a scatter's open dimension numbers for its operand and indices shapes and
+    returns the updates shape they call for (window sizes drawn as for gather)."""
+    operand, indices = shapes[:2]
+    dropped = _addressing(inst, operand, indices, fields, (
+        "input_batching_dims", "scatter_indices_batching_dims", "scatter_dims_to_operand_dims",
+        "inserted_window_dims"))
+    window = [n for d, n in enumerate(_window(inst, operand, dropped)) if d not in dropped]
+    scatter = [n for d, n in enumerate(indices.dims) if d != fields["index_vector_dim"]]
+    rank = len(scatter) + len(window)
+    _fill(fields, "update_window_dims", lambda: _window_positions(inst, rank, len(window)))
+    _fill(fields, "to_apply", lambda: "add")
+    window_dims = fields["update_window_dims"]
+    if len(window_dims) != len(window) or any(not 0 <= d < rank for d in window_dims):
+        raise Reject("update_window_dims do not fit")
+    windows, scatters = iter(window), iter(scatter)
+    return array(operand.element_type, [next(windows) if d in window_dims else next(scatters)
+                                        for d in range(rank)])
+
+
+# Operands drawn last, shaped by a function of the others and the op's attributes.
+FITTED_OPERANDS = {"scatter": (2, scatter_updates)}
+
 SAMPLERS = {
     "transpose": _transpose, "reverse": _reverse, "reduce": _reduce, "broadcast": _broadcast,
     "reshape": _reshape, "convert": _convert, "bitcast-convert": _bitcast_convert,
     "iota": _iota, "slice": _slice, "pad": _pad, "concatenate": _concatenate,
-    "compare": _compare, "dot": _dot, "reduce-window": _reduce_window,
+    "compare": _compare, "dot": _dot, "gather": _gather, "bitcast": _bitcast,
+    "custom-call": _custom_call, "copy": _copy, "reduce-window": _reduce_window,
     "reduce-precision": _reduce_precision,
 }

@@ -266,8 +266,9 @@ class _RuleAnalysis(GuardAnalysis):
         if result is None:
             raise term.pos.error(
                 f"cannot derive the type of the new '{term.name}' term: its type must follow "
-                "from its operands (elementwise ops, compare, transpose, slice, pad) or from "
-                "its position (the rule's result, an operand of a typed elementwise op)")
+                "from its operands (elementwise ops, compare, transpose, slice, pad, gather, "
+                "scatter, concatenate) or from its position (the rule's result, an operand of "
+                "a typed elementwise op)")
         children = [self.build(a, None if t is not None else operand_type(
             term.name, i, result, operand_types)) for i, (a, t) in enumerate(
             zip(term.args, operand_types))]

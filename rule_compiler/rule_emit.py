@@ -117,12 +117,12 @@ class Emitter:
 
     def parts(self, t) -> TypeParts:
         if isinstance(t, MakeType):
-            return TypeParts(self.value(t.dtype), self.value(t.dims))
+            return TypeParts(self.value(t.dtype), self.value(t.dims), '""')
         var = self.value(t)
         parts = self.type_parts.get(var)
         if parts is None:
             n = len(self.type_parts)
-            parts = self.type_parts[var] = TypeParts(f"i_dt{n}", f"i_d{n}")
+            parts = self.type_parts[var] = TypeParts(f"i_dt{n}", f"i_d{n}", f"i_x{n}")
             self.atom(eq(var, array_type(f"i_dt{n}", f"i_d{n}", f"i_x{n}")))
         return parts
 
@@ -140,7 +140,7 @@ class Emitter:
         """The lookup of a host function's answer, after a request rule asking for it."""
         columns = []
         for a, kind in zip(args, fn.params):
-            columns += [self.bind(a.dtype), self.bind(a.dims)] if kind == "type" \
+            columns += [self.bind(a.dtype), self.bind(a.dims), self.bind(a.extra)] if kind == "type" \
                 else [self.bind(a)]
         request = (self.request_query(" ".join(columns)), atom(request_table(fn), *columns))
         if request not in self.requests:

@@ -29,6 +29,7 @@ from ..dtypes import COMPLEX_PART, DTYPES, float_info, int_info
 from ..errors import HloError
 from ..shape import Shape, array
 from ..egraph.constants import number_text, representable
+from ..grammar.hlo_parser import shape_from_text
 from ..egraph.schema import (DTYPE_CLASSES, atom, constant_atom, function, relation, set_value,
                              vec_of)
 from ..egraph.terms import egg_string
@@ -39,9 +40,11 @@ class NoValue(Exception):
 
 
 class TypeParts(NamedTuple):
-    """Egglog text of a Type's element type and dims (what rows with "type" params get)."""
+    """Egglog text of a Type's element type, dims and extra (the full shape text where the
+    layout is not the default, else ""): what rows with "type" params get."""
     dtype: str
     dims: str
+    extra: str
 
 
 @dataclass(frozen=True)
@@ -102,6 +105,42 @@ def _pad_dims_py(dims, low, high, interior):
     if any(n < 0 for n in interior) or any(d < 0 for d in out):
         raise NoValue
     return out
+
+
+def _moves_unit_dims_only_py(p, d):
+    """A transpose by p of an array of dims d that is a reshape: only size-1 dims move."""
+    if sorted(p) != list(range(len(d))):
+        raise NoValue
+    kept = [i for i in p if d[i] != 1]
+    return kept == sorted(kept)
+
+
+def _memory_order(t: Shape) -> tuple[int, ...]:
+    """The dims of t from major to minor in memory; no value where a layout tail (tiles,
+    memory space...) or a dynamic dimension makes memory more than the order of dims."""
+    if t.dynamic or t.layout is None or t.layout.tail:
+        raise NoValue
+    return tuple(reversed(t.layout.minor_to_major))
+
+
+def _same_memory_order_py(x: Shape, y: Shape) -> bool:
+    """Same dims, and the same order of the dims larger than 1 in memory."""
+    big = lambda t: [d for d in _memory_order(t) if t.dims[d] != 1]  # noqa: E731
+    return x.dims == y.dims and big(x) == big(y)
+
+
+def _bitcast_permutation_py(x: Shape, y: Shape):
+    """p with y[k] = x[p[k]] whose memory orders match through p: reading x's bytes as y is
+    transpose(x, p)."""
+    mx, my = _memory_order(x), _memory_order(y)
+    if len(mx) != len(my):
+        raise NoValue
+    p = [0] * len(my)
+    for a, b in zip(my, mx):
+        p[a] = b
+    if any(y.dims[k] != x.dims[p[k]] for k in range(len(p))):
+        raise NoValue
+    return tuple(p)
 
 
 def _i64(n: int) -> int:
@@ -170,6 +209,25 @@ def _each(py):
             raise NoValue
         return tuple(_i64(py(p, q)) for p, q in zip(x, y))
     return run
+
+
+def _choose_py(d, p, q):
+    if len(p) != len(q):
+        raise NoValue
+    _check_index(d, len(p))
+    return tuple(a if i in d else b for i, (a, b) in enumerate(zip(p, q)))
+
+
+def _slice_span_py(counts, strides):
+    if len(counts) != len(strides) or any(m < 1 or t < 1 for m, t in zip(counts, strides)):
+        raise NoValue
+    return tuple(_i64((m - 1) * t + 1) for m, t in zip(counts, strides))
+
+
+def _index_of_py(p, q):
+    if any(v not in p for v in q):
+        raise NoValue
+    return tuple(p.index(v) for v in q)
 
 
 def _min_of_py(lst):
@@ -245,10 +303,74 @@ def _window_covered_dims_py(dims, size, stride, low, high, lhs_dilate, rhs_dilat
     return tuple(covered)
 
 
-def _index_of_py(p, q):
-    if any(v not in p for v in q):
+# --- gather and scatter dimension numbers (host) --------------------------------------------
+
+def _spread_py(values, positions, n):
+    if (len(values) != len(positions) or len(set(positions)) != len(positions)
+            or any(not 0 <= p < n for p in positions)):
         raise NoValue
-    return tuple(p.index(v) for v in q)
+    out = [0] * n
+    for v, p in zip(values, positions):
+        out[p] = v
+    return tuple(out)
+
+
+def _gather_dims_py(operand, indices, offset_dims, collapsed, index_vector_dim, slice_sizes,
+                    operand_batching):
+    """Output dims: offset_dims positions take the kept window sizes in order, the others
+    the indices' dims without index_vector_dim (the verifier checks the rest)."""
+    if len(slice_sizes) != len(operand) or not 0 <= index_vector_dim <= len(indices):
+        raise NoValue
+    dropped = set(collapsed) | set(operand_batching)
+    window = [s for d, s in enumerate(slice_sizes) if d not in dropped]
+    batch = [n for d, n in enumerate(indices) if d != index_vector_dim]
+    rank = len(window) + len(batch)
+    if len(offset_dims) != len(window) or sorted(set(offset_dims)) != list(offset_dims) \
+            or any(not 0 <= d < rank for d in offset_dims):
+        raise NoValue
+    windows, batches = iter(window), iter(batch)
+    return tuple(next(windows) if d in offset_dims else next(batches) for d in range(rank))
+
+
+def _concat_dims_py(a, b, dimensions):
+    if len(dimensions) != 1 or len(a) != len(b) or not 0 <= dimensions[0] < len(a):
+        raise NoValue
+    d = dimensions[0]
+    if any(x != y for k, (x, y) in enumerate(zip(a, b)) if k != d):
+        raise NoValue
+    return tuple(x + y if k == d else x for k, (x, y) in enumerate(zip(a, b)))
+
+
+def _reshaped_padding_py(pad_dims, padded, values, result_dims):
+    """`values` moved to the result dims of a reshape that keeps the padded dims (where
+    `padded` is not 0: one run of dims) verbatim, regrouping only the dims around them."""
+    run = [d for d, p in enumerate(padded) if p != 0]
+    if len(padded) != len(pad_dims) or len(values) != len(pad_dims) or not run \
+            or run != list(range(run[0], run[-1] + 1)):
+        raise NoValue
+    block = list(pad_dims[run[0]:run[-1] + 1])
+    before, after = math.prod(pad_dims[:run[0]]), math.prod(pad_dims[run[-1] + 1:])
+    for j in range(len(result_dims) - len(block) + 1):
+        if (list(result_dims[j:j + len(block)]) == block
+                and math.prod(result_dims[:j]) == before
+                and math.prod(result_dims[j + len(block):]) == after):
+            return _spread_py(values[run[0]:run[-1] + 1], range(j, j + len(block)),
+                              len(result_dims))
+    raise NoValue
+
+
+def _scatter_concat_dims_py(indices_rank, index_vector_dim, indices_batching, window_dims,
+                            updates_rank):
+    """(indices dim, updates dim) of the first scatter dim that is not a batching dim."""
+    free = [d for d in range(indices_rank)
+            if d != index_vector_dim and d not in indices_batching]
+    scatter_dims = [d for d in range(updates_rank) if d not in window_dims]
+    if not free:
+        raise NoValue
+    position = free[0] - (index_vector_dim < free[0])
+    if position >= len(scatter_dims):
+        raise NoValue
+    return free[0], scatter_dims[position]
 
 
 # --- element types -------------------------------------------------------------------------
@@ -490,8 +612,6 @@ _ROWS = [
        doc="the dims of x (dims p) that a slice (start, limit, stride) of its reduce-window "
            "(size, stride, low, high, lhs_dilate, rhs_dilate) reduces whole, the others "
            "untouched"),
-    Fn("index_of", ("ints", "ints"), "ints", egg=None, host=True, py=_index_of_py,
-       doc="the position in p of each element of q (no value if one is missing)"),
     Fn("plus", ("int", "int"), "int", egg=lambda ctx, a: atom("+", *a),
        py=lambda a, b: a + b, doc="a + b"),
     Fn("minus", ("int", "int"), "int", egg=lambda ctx, a: atom("-", *a),
@@ -531,6 +651,45 @@ _ROWS = [
        py=lambda text, dtype: representable(text, dtype),
        doc="the constant text is exactly a value of that element type", public=False,
        facts=_can_hold_facts),
+    Fn("spread", ("ints", "ints", "int"), "ints", egg=None, host=True, py=_spread_py,
+       doc="n zeros with values[k] at positions[k]: per-dim lists moved to other dims"),
+    Fn("scatter_concat_dims", ("int", "int", "ints", "ints", "int"), "ints", egg=None,
+       host=True, py=_scatter_concat_dims_py,
+       doc="(indices dim, updates dim) along which two scatters' indices and updates join"),
+    Fn("reshaped_padding", ("ints", "ints", "ints", "ints"), "ints", egg=None, host=True,
+       py=_reshaped_padding_py,
+       doc="a pad's per-dim list moved through a reshape that keeps its padded dims verbatim"),
+    Fn("minus_each", ("ints", "ints"), "ints", egg=None, host=True,
+       py=_each(lambda a, b: a - b), doc="element-by-element difference"),
+    Fn("gather_dims", ("ints", "ints", "ints", "ints", "int", "ints", "ints"), "ints",
+       egg=None, host=True, py=_gather_dims_py,
+       doc="a gather's result dims; given per-dim lists in place of the slice sizes and the "
+           "indices' dims, where their entries land in the result"),
+    Fn("concat_dims", ("ints", "ints", "ints"), "ints", egg=None, host=True,
+       py=_concat_dims_py, doc="result dims of a concatenate of two operands", public=False),
+    Fn("moves_unit_dims_only", ("ints", "ints"), "bool", egg=None, host=True,
+       py=_moves_unit_dims_only_py,
+       doc="the permutation p of dims d keeps every dim larger than 1 in its order"),
+    Fn("same_memory_order", ("type", "type"), "bool", egg=None, host=True,
+       py=_same_memory_order_py,
+       doc="x and y have the same dims and hold their elements in the same order in memory"),
+    Fn("bitcast_permutation", ("type", "type"), "ints", egg=None, host=True,
+       py=_bitcast_permutation_py,
+       doc="p where x's bytes read as y are transpose(x, p) (no value where they are not)"),
+    Fn("slice_span", ("ints", "ints"), "ints", egg=None, host=True, py=_slice_span_py,
+       doc="(m - 1) * t + 1 for each dim: how far m elements at stride t reach (m >= 1)"),
+    Fn("choose", ("ints", "ints", "ints"), "ints", egg=None, host=True, py=_choose_py,
+       doc="p's elements at the indices in d, q's at the others (p, q of one length)"),
+    Fn("union", ("ints", "ints"), "ints", egg=None, host=True,
+       py=lambda p, q: tuple(sorted(set(p) | set(q))),
+       doc="the distinct elements of p and q, increasing"),
+    Fn("difference", ("ints", "ints"), "ints", egg=None, host=True,
+       py=lambda p, q: tuple(v for v in p if v not in q), doc="p's elements not in q, in order"),
+    Fn("padded_dims", ("ints", "ints", "ints"), "ints", egg=None, host=True,
+       py=lambda *pads: tuple(i for i, ps in enumerate(zip(*pads)) if any(ps)),
+       doc="the dims a pad with these low, high, interior changes (some entry non-zero)"),
+    Fn("index_of", ("ints", "ints"), "ints", egg=None, host=True, py=_index_of_py,
+       doc="for each element of q, its index in p (every one must be in p)"),
 ]
 
 FUNCTIONS: dict[str, Fn] = {row.name: row for row in _ROWS}
@@ -553,8 +712,9 @@ COMPARISONS: dict[str, Comparison] = {
 }
 
 
-def type_value(dtype: str, dims) -> Shape:
-    """The Python value of a "type" expression built by the compiler."""
+def type_value(dtype: str, dims, extra: str = "") -> Shape:
+    """The Python value of a "type" expression: built by the compiler (default layout), or
+    a term's type read back from the e-graph (its layout is in `extra` where not default)."""
     if dtype not in DTYPES or any(d < 0 for d in dims):
         raise NoValue
-    return array(dtype, tuple(dims))
+    return shape_from_text(extra) if extra else array(dtype, tuple(dims))

@@ -79,9 +79,30 @@ def _pad(types, attrs):
     return MakeType(dtype(x), Apply("pad_dims", (dims(x), *parts)))
 
 
+# The gather attributes its result dims depend on (a rule names them on its left side).
+GATHER_DIMS = ("offset_dims", "collapsed_slice_dims", "index_vector_dim", "slice_sizes",
+               "operand_batching_dims")
+
+
+def _gather(types, attrs):
+    x, indices = types[0], types[1]
+    parts = [attrs.get(f) for f in GATHER_DIMS]
+    if x is None or indices is None or None in parts:
+        return None
+    return MakeType(dtype(x), Apply("gather_dims", (dims(x), dims(indices), *parts)))
+
+
+def _concatenate(types, attrs):
+    d = attrs.get("dimensions")
+    if len(types) != 2 or None in types or d is None:
+        return None
+    return MakeType(dtype(types[0]), Apply("concat_dims", (dims(types[0]), dims(types[1]), d)))
+
+
 _STRUCTURED = {
     "reduce-precision": _same_as_operand, "reverse": _same_as_operand,
     "transpose": _transpose, "slice": _slice, "pad": _pad,
+    "scatter": _same_as_operand, "gather": _gather, "concatenate": _concatenate,
 }
 
 
@@ -116,7 +137,7 @@ def operand_type(op: str, i: int, result, operands: list):
         if rule != "same":
             return None
         return result if result is not None else _first(operands, main)
-    if op in ("reverse", "reduce-precision") and i == 0:
+    if op in ("reverse", "reduce-precision", "scatter") and i == 0:
         return result
     if op == "pad" and i == 1:
         t = operands[0] if operands[0] is not None else result

@@ -72,6 +72,8 @@ class RooflineModel(CostModel):
             return 0.0
         if opcode in VIEW_LIKE or (opcode == "constant" and not shape.is_tuple and shape.rank == 0):
             return m.view_ns
+        if opcode == "broadcast" and operand_shapes and operand_shapes[0].rank == 0:
+            return m.view_ns    # a splat: every target computes it inside its readers' kernels
         written = self.shape_bytes(shape)
         if opcode == "constant":
             return m.kernel_overhead_ns + self._memory(written)

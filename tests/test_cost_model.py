@@ -133,3 +133,25 @@ def test_calibration_derives_model_constants_from_measurements():
     assert c["op_weights"]["exponential"] == 30.0 and c["op_weights"]["convolution"] == 2.0
     assert c["op_weights"]["reduce"] == 1.0          # 25 elements/ns is L2 traffic alone
     assert "s32 divide" not in c["op_weights"]
+
+
+@pytest.mark.parametrize("target", ["cpu", "gpu", "tpu"])
+def test_a_splat_costs_what_a_view_does_and_a_broadcast_of_an_array_more(target):
+    """Every target computes a broadcast scalar inside the kernels that read it, so
+    extraction does not charge a splat a kernel (multiply by a splat beats a convert of a
+    pred, as XLA's MultiplyOfConvertedPred expects); a broadcast of an array moves data."""
+    model = cost_model(target)
+    m = parse("""HloModule m
+ENTRY e {
+  s = f32[] parameter(0)
+  v = f32[64] parameter(1)
+  splat = f32[64,64] broadcast(s), dimensions={}
+  ROOT rows = f32[64,64] broadcast(v), dimensions={1}
+}""")
+
+    def cost(name):
+        inst = next(i for i in m.entry.instructions if i.name == name)
+        return model.node_cost(inst.opcode, inst.shape, inst.attrs,
+                               [o.shape for o in inst.operands])
+    assert cost("splat") == model.machine.view_ns
+    assert cost("rows") > 10 * cost("splat")

@@ -196,3 +196,33 @@ def test_side_effecting_instructions_are_never_merged_or_dropped():
   unused = f32[4] rng(lo, hi), distribution=rng_uniform
   ROOT s = f32[4] add(a, b)"""))
     assert instructions(out).count("rng") == 3
+
+
+def test_gather_and_scatter_dimension_numbers_survive():
+    # Their dimension numbers are schema fields (rules match them); batching dims print only
+    # where they are not empty, unique_indices stays with its scatter.
+    text = entry("""
+  x = f32[3,5,4] parameter(0)
+  i = s32[3,2,1] parameter(1)
+  g = f32[3,2,4] gather(x, i), offset_dims={2}, collapsed_slice_dims={1},
+    start_index_map={1}, index_vector_dim=2, slice_sizes={1,1,4},
+    operand_batching_dims={0}, start_indices_batching_dims={0}
+  j = s32[2,1] parameter(2)
+  u = f32[2,4] parameter(3)
+  o = f32[5,4] parameter(4)
+  s = f32[5,4] scatter(o, j, u), update_window_dims={1},
+    inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1,
+    unique_indices=true, to_apply=add
+  ROOT t = (f32[3,2,4], f32[5,4]) tuple(g, s)""",
+                 "add {\n a = f32[] parameter(0)\n b = f32[] parameter(1)\n"
+                 " ROOT r = f32[] add(a, b)\n}")
+    before = hlo_opt.parse(text)
+    after = roundtrip(text)
+    attrs = {i.opcode: i.attrs for i in after.entry.instructions}
+    assert attrs["gather"]["operand_batching_dims"] == (0,)
+    assert attrs["gather"]["slice_sizes"] == (1, 1, 4)
+    assert "input_batching_dims" not in attrs["scatter"]
+    assert attrs["scatter"]["unique_indices"] is True
+    rng = np.random.default_rng(0)
+    args = [random_array(p.shape, rng, edges=True) for p in before.entry.parameters]
+    assert same_bits(hlo_opt.evaluate(before, args), hlo_opt.evaluate(after, args))

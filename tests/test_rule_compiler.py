@@ -9,6 +9,7 @@ import re
 import pytest
 from egglog.bindings import EggSmolError, EGraph
 
+import hlo_opt
 from hlo_opt.egraph.constants import (canonical_scalar_text, number_text, representable,
                                       scalar_from_text)
 from hlo_opt.egraph.host_calls import HostCalls, answer_table, declarations as host_tables
@@ -18,7 +19,8 @@ from hlo_opt.rule_compiler.rules import compile_rules, load_rule_set
 from hlo_opt.egraph.schema import declarations, query_vec as vec
 from hlo_opt.errors import HloError
 from hlo_opt.grammar.rules_parser import rules_from_text
-from hlo_opt.shape import array
+from hlo_opt.egraph.terms import egg_string, type_extra
+from hlo_opt.shape import Layout, Shape, array
 
 RULES = pathlib.Path(__file__).parent / "rules"
 F23 = '(T "f32" (vec-of 2 3) "")'
@@ -544,7 +546,10 @@ def _random_arg(kind: str, rng: random.Random, k: int):
     if kind == "type":
         dtype = rng.choice(["f32", "s8", "pred", "u32", "c64", "bf16"])
         dims = tuple(rng.randint(0, 4) for _ in range(k))
-        return array(dtype, dims), TypeParts(f'"{dtype}"', vec(map(str, dims)))
+        shape = array(dtype, dims)
+        if rng.random() < 0.5:              # a layout of its own travels as the shape's text
+            shape = Shape(dtype, dims, Layout(tuple(rng.sample(range(k), k))))
+        return shape, TypeParts(f'"{dtype}"', vec(map(str, dims)), egg_string(type_extra(shape)))
     if kind == "ints":
         n = k if rng.random() < 0.8 else rng.randint(0, 7)
         values = rng.sample(range(n), n) if rng.random() < 0.6 else [
@@ -563,7 +568,7 @@ def _random_arg(kind: str, rng: random.Random, k: int):
 def _host_call(eg: EGraph, fn, texts) -> list[str]:
     """Ask for fn(texts) as a request rule would and let HostCalls answer; the facts that
     hold exactly when there is a value (and the value is `out`)."""
-    columns = " ".join(f"{t.dtype} {t.dims}" if isinstance(t, TypeParts) else t for t in texts)
+    columns = " ".join(" ".join(t) if isinstance(t, TypeParts) else t for t in texts)
     run(eg, f"({request_table(fn)} {columns})")
     HostCalls([fn.name]).answer(eg)
     call = f"({answer_table(fn)} {columns})"
@@ -625,7 +630,23 @@ def _egg_literal(kind: str, value) -> str:
     ("is_widening", ("f16", "f32"), True), ("is_widening", ("f16", "bf16"), False),
     ("is_widening", ("pred", "f8e8m0fnu"), False), ("is_widening", ("u8", "f16"), True),
     ("fits", (128, "bf16"), True), ("fits", (129, "bf16"), False), ("fits", (300, "s8"), False),
-    ("fits", (-1, "u8"), False), ("fits", (1, "pred"), True)])
+    ("fits", (-1, "u8"), False), ("fits", (1, "pred"), True),
+    ("minus_each", ((5, 2), (3, 4)), (2, -2)), ("spread", ((7, 8), (2, 0), 3), (8, 0, 7)),
+    ("spread", ((), (), 2), (0, 0)), ("spread", ((1,), (3,), 3), NoValue),
+    # f32[2,3,8] = pad(f32[2,3,2]), last dim padded; reshape to [6,8]: that dim moves to 1.
+    ("reshaped_padding", ((2, 3, 8), (0, 0, 6), (0, 0, 6), (6, 8)), (0, 6)),
+    ("reshaped_padding", ((4096, 8192), (2048, 0), (2048, 0), (4096, 16, 512)), (2048, 0, 0)),
+    ("reshaped_padding", ((2, 8), (0, 6), (0, 6), (4, 4)), NoValue),        # splits the pad
+    ("reshaped_padding", ((4, 3, 4), (1, 0, 1), (1, 0, 1), (4, 12)), NoValue),  # two runs
+    # gather f32[6,9,7] from [6,3,7] by s32[6,9,1]: offsets {2}, collapsed {1}, batching {0}
+    ("gather_dims", ((6, 3, 7), (6, 9, 1), (2,), (1,), 2, (1, 1, 7), (0,)), (6, 9, 7)),
+    ("gather_dims", ((6, 3, 7), (6, 9, 1), (1,), (1,), 2, (1, 1, 7), (0,)), (6, 7, 9)),
+    ("gather_dims", ((6, 3, 7), (6, 9, 1), (), (1,), 2, (1, 1, 7), (0,)), NoValue),
+    # scatter indices s32[3,1,4,5] (vectors on dim 1, batching dim 0), updates [3,4,4,5]
+    # with window dim 2: indices dim 2 pairs with updates dim 1.
+    ("scatter_concat_dims", (4, 1, (0,), (2,), 4), (2, 1)),
+    ("scatter_concat_dims", (1, 1, (), (1,), 2), (0, 0)),
+    ("scatter_concat_dims", (2, 1, (0,), (1,), 2), NoValue)])
 def test_function_values(name, args, value):
     fn = FUNCTIONS[name].py
     if value is NoValue:
@@ -633,6 +654,23 @@ def test_function_values(name, args, value):
             fn(*args)
     else:
         assert fn(*args) == value
+
+
+def _laid_out(text: str) -> Shape:
+    return hlo_opt.parse(f"HloModule m\nENTRY e {{\n  ROOT p = {text} parameter(0)\n}}\n").entry.root.shape
+
+
+@pytest.mark.parametrize("name,args,value", [
+    # a copy between layouts that differ only in where size-1 dims sit moves nothing
+    ("same_memory_order", ("f32[4,1,32]{2,1,0}", "f32[4,1,32]{1,2,0}"), True),
+    ("same_memory_order", ("f32[4,1,32]{2,1,0}", "f32[4,1,32]{0,1,2}"), False),
+    ("same_memory_order", ("f32[8]{0:T(4)}", "f32[8]{0}"), NoValue),           # tiles
+    # column-major [2,3] read as row-major [3,2]: the transpose
+    ("bitcast_permutation", ("f32[2,3]{0,1}", "f32[3,2]{1,0}"), (1, 0)),
+    ("bitcast_permutation", ("f32[10,2,3,4]{3,2,1,0}", "f32[2,3,10,4]{3,1,0,2}"), (1, 2, 0, 3)),
+    ("bitcast_permutation", ("f32[2,3]{1,0}", "f32[3,2]{1,0}"), NoValue)])      # a reshape
+def test_layout_functions_read_the_order_in_memory(name, args, value):
+    test_function_values(name, tuple(_laid_out(a) for a in args), value)
 
 
 def test_computed_constants_read_back_as_their_canonical_text():
@@ -681,3 +719,19 @@ def test_an_e_graph_loads_the_rules_that_can_match_on_its_opcodes():
     assert rules(compiled.usable({"add", "negate"}, f32)) == {"back"}
     assert rules(compiled.usable({"parameter"}, f32)) == set()
     assert rules(compiled.usable({"dot", "subtract"}, f32)) == {"forward", "back", "never"}
+
+
+# --- list functions of the slicing rules (slice of pad/reverse, reverse of reverse, pad of
+# broadcast) ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name,args,value", [
+    ("minus_each", ((5, 2), (3, 4)), (2, -2)), ("minus_each", ((1,), ()), NoValue),
+    ("slice_span", ((1, 3), (5, 2)), (1, 5)), ("slice_span", ((0,), (1,)), NoValue),
+    ("choose", ((0, 2), (1, 2, 3), (7, 8, 9)), (1, 8, 3)), ("choose", ((), (1,), (2,)), (2,)),
+    ("choose", ((3,), (1, 2), (3, 4)), NoValue), ("choose", ((0,), (1,), (3, 4)), NoValue),
+    ("union", ((3, 1), (1, 0)), (0, 1, 3)), ("difference", ((1, 2, 3), (2,)), (1, 3)),
+    ("padded_dims", ((0, 1, 0), (0, 0, -1), (0, 0, 0)), (1, 2)),
+    ("padded_dims", ((0, 0), (0, 0), (0, 2)), (1,)),
+    ("index_of", ((0, 2, 5), (5, 0)), (2, 0)), ("index_of", ((0, 2), (1,)), NoValue)])
+def test_slicing_function_values(name, args, value):
+    test_function_values(name, args, value)

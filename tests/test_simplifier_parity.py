@@ -518,6 +518,430 @@ def test_dividing_a_converted_predicate_takes_one_reciprocal():   # ScalarDivide
     assert prove_equivalent(before, after, fp_mode="fast")[0]
 
 
+# --- gather and scatter (gather_scatter.rules) ---------------------------------------------
+
+def attr_of(m: hlo_opt.Module, opcode: str, name: str):
+    [value] = [i.attrs[name] for i in m.entry.instructions if i.opcode == opcode]
+    return value
+
+
+def test_gather_from_one_element_is_a_broadcast():              # GatherOfScalarToBroadcast
+    after = optimized("""
+  o = f32[1,1] parameter(0)
+  i = s32[100,2] parameter(1)
+  ROOT g = f32[100] gather(o, i), collapsed_slice_dims={0,1}, start_index_map={0,1},
+    index_vector_dim=1, offset_dims={}, slice_sizes={1,1}""")
+    assert after.entry.root.opcode == "broadcast"
+    assert form(after.entry.root) == "reshape(p0)"          # form() shows a splat's scalar
+
+
+GATHER_OF_PAD = """
+  x = f32[6,2] parameter(0)
+  zero = f32[] constant(0)
+  pad = f32[6,8] pad(x, zero), padding=0_0x0_6
+  i = s32[4,1] parameter(1)
+  ROOT g = f32[4,8] gather(pad, i), offset_dims={1}, collapsed_slice_dims={0},
+    start_index_map={0}, index_vector_dim=1, slice_sizes={1,SIZE}"""
+
+
+def test_gather_of_a_pad_pads_the_gather_of_the_unpadded_array():          # GatherOfPad
+    after = optimized(GATHER_OF_PAD.replace("SIZE", "8"))
+    assert form(after.entry.root) == "pad(gather(p0, p1), 0)"
+    assert attr_of(after, "gather", "slice_sizes") == (1, 2)
+    assert after.entry.root.attrs["padding"] == ((0, 0, 0), (0, 6, 0))
+
+
+def test_a_gather_window_that_ends_inside_the_padding_stays():
+    body = GATHER_OF_PAD.replace("SIZE", "5").replace("f32[4,8] gather", "f32[4,5] gather")
+    assert form(optimized(body).entry.root) == "gather(pad(p0, 0), p1)"
+
+
+def test_gather_of_a_reshaped_pad():                                       # GatherOfReshapeOfPad
+    after = optimized("""
+  x = f32[2,3,2] parameter(0)
+  zero = f32[] constant(0)
+  pad = f32[2,3,8] pad(x, zero), padding=0_0x0_0x0_6
+  r = f32[6,8] reshape(pad)
+  i = s32[4,1] parameter(1)
+  ROOT g = f32[4,8] gather(r, i), offset_dims={1}, collapsed_slice_dims={0},
+    start_index_map={0}, index_vector_dim=1, slice_sizes={1,8}""")
+    assert form(after.entry.root) == "pad(gather(reshape(p0), p1), 0)"
+
+
+PADDED_BATCH = """
+  x = f32[4,3,5] parameter(0)
+  zero = f32[] constant(0)
+  operand = f32[6,3,7] pad(x, zero), padding=2_0x0_0x0_2
+  j = s32[4,9,1] parameter(1)
+  s0 = s32[] constant(0)
+  indices = s32[INDICES] pad(j, s0), padding=JPAD
+  ROOT g = f32[RESULT] gather(operand, indices), offset_dims={2}, collapsed_slice_dims={1},
+    start_index_map={1}, index_vector_dim=2, slice_sizes={1,1,7},
+    operand_batching_dims={0}, start_indices_batching_dims={0}"""
+
+
+def test_gather_of_pads_on_paired_batching_dims():         # GatherOfPadWithPaddedBatchDims
+    after = optimized(PADDED_BATCH.replace("INDICES", "6,9,1").replace("RESULT", "6,9,7")
+                      .replace("JPAD", "2_0x0_0x0_0"))
+    assert form(after.entry.root) == "pad(gather(p0, p1), 0)"
+    assert after.entry.root.attrs["padding"] == ((2, 0, 0), (0, 0, 0), (0, 2, 0))
+
+
+@pytest.mark.parametrize("indices_padding, indices, result", [
+    ("1_1x0_0x0_0", "6,9,1", "6,9,7"),      # GatherOfPadStartIndicesPaddedDifferently
+    ("2_0x1_0x0_0", "6,10,1", "6,10,7"),    # GatherOfPadStartIndicesPaddedMoreDims
+])
+def test_indices_padded_unlike_the_operand_stay_a_gather_of_pads(indices_padding, indices, result):
+    after = optimized(PADDED_BATCH.replace("INDICES", indices).replace("RESULT", result)
+                      .replace("JPAD", indices_padding))
+    assert form(after.entry.root) == "gather(pad(p0, 0), pad(p1, 0))"
+
+
+SCATTER_ADDS = """
+  z = T[] constant(0)
+  init = T[OPERAND] broadcast(z), dimensions={}
+  shared = T[OPERAND] parameter(0)
+  index0 = s32[I0] parameter(1)
+  index1 = s32[I1] parameter(2)
+  update0 = T[U0] parameter(3)
+  update1 = T[U1] parameter(4)
+  scatter.0 = T[OPERAND] scatter(init, index0, update0), to_apply=add, DNUMS
+  scatter.1 = T[OPERAND] scatter(init, index1, update1), to_apply=add, DNUMS
+  add.0 = T[OPERAND] add(shared, scatter.0)
+  ROOT add.1 = T[OPERAND] add(add.0, scatter.1)"""
+ADD_T = ADD.replace("f32", "T")
+ONE_SCATTER = "scatter(p0, concatenate(p1, p2), concatenate(p3, p4))"
+
+
+def scatter_adds(dtype: str, **shapes) -> tuple[str, str]:
+    body = SCATTER_ADDS
+    for name, value in shapes.items():
+        body = body.replace(name, value)
+    return body.replace("T[", f"{dtype}["), ADD_T.replace("T[", f"{dtype}[")
+
+
+def simple_scatter_adds(dtype: str) -> tuple[str, str]:
+    return scatter_adds(dtype, OPERAND="10,4", I0="5", I1="3", U0="5,4", U1="3,4",
+                        DNUMS="update_window_dims={1}, inserted_window_dims={0}, "
+                              "scatter_dims_to_operand_dims={0}, index_vector_dim=1")
+
+
+def test_integer_scatter_adds_into_a_sum_become_one_scatter():  # ScatterAddCombined
+    after = optimized(*simple_scatter_adds("s32"))
+    assert form(after.entry.root) == ONE_SCATTER
+
+
+def test_float_scatter_adds_combine_in_fast_mode_only():        # ScatterAddCombined
+    assert opcodes(optimized(*simple_scatter_adds("f32"))).count("scatter") == 2
+    after = optimized(*simple_scatter_adds("f32"), fp_mode="fast")
+    assert form(after.entry.root) == ONE_SCATTER
+
+
+def test_scatter_adds_with_batching_dims_join_after_them():     # ScatterAddCombinedWithBatchDim
+    # (a large operand: one scatter saves a pass over it, more than the joins cost)
+    after = optimized(*scatter_adds(
+        "s32", OPERAND="3,100,4", I0="3,1,4,5", I1="3,1,2,5", U0="3,4,4,5", U1="3,2,4,5",
+        DNUMS="update_window_dims={2}, inserted_window_dims={1}, "
+              "scatter_dims_to_operand_dims={1}, index_vector_dim=1, "
+              "input_batching_dims={0}, scatter_indices_batching_dims={0}"))
+    joined = [i for i in after.entry.instructions if i.opcode == "concatenate"]
+    assert form(after.entry.root) == ONE_SCATTER
+    assert [(c.operands[0].parameter_number, c.attrs["dimensions"]) for c in joined] == \
+        [(1, (2,)), (3, (1,))]
+# --- layout and data movement (layout.rules, convert.rules; with MultiplyBroadcastReassoc,
+# SinkCbrtThroughMax from arithmetic.rules and minmax_logic.rules) --------------------------
+
+def test_a_transpose_of_size_one_dims_is_a_reshape():                # TransposeIsReshape
+    out = optimized("""
+  p = f32[10] parameter(0)
+  r = f32[1,1,10] reshape(p)
+  t = f32[10,1,1] transpose(r), dimensions={2,1,0}
+  ROOT back = f32[10] reshape(t)""")
+    assert opcodes(out) == ["parameter"]
+    swapped = optimized("""
+  p = f32[2,1,3] parameter(0)
+  ROOT t = f32[3,1,2] transpose(p), dimensions={2,1,0}""")
+    assert swapped.entry.root.opcode == "transpose"                  # 2 and 3 trade places
+
+
+def test_bitcasts_that_undo_each_other_vanish():                     # BitcastUndoesBitcast
+    out = optimized("""
+  p0 = f32[32]{0} parameter(0)
+  b0 = f32[1,32]{1,0} bitcast(p0)
+  b1 = f32[32]{0} bitcast(b0)
+  ROOT out = f32[1,32,32]{2,1,0} broadcast(b1), dimensions={1}""")
+    assert opcodes(out) == ["parameter", "broadcast"]
+
+
+def test_a_chain_of_bitcasts_through_another_layout_is_one_bitcast():
+    # the middle bitcast reads the bytes column-major: the chain is one reinterpretation
+    out = optimized("""
+  p = f32[2,3]{1,0} parameter(0)
+  b0 = f32[3,2]{0,1} bitcast(p)
+  ROOT b1 = f32[6]{0} bitcast(b0)""")
+    assert opcodes(out) == ["parameter", "bitcast"]
+    assert out.entry.root.shape.to_text() == "f32[6]{0}"
+
+
+def test_bitcast_converts_around_a_concatenate_cancel():         # SimplifyRedundantBitcastConvert
+    out = optimized("""
+  p0 = s32[10] parameter(0)
+  p1 = s32[10] parameter(1)
+  b0 = u32[10] bitcast-convert(p0)
+  b1 = u32[10] bitcast-convert(p1)
+  c = u32[20] concatenate(b0, b1), dimensions={0}
+  ROOT out = s32[20] bitcast-convert(c)""")
+    assert opcodes(out) == ["parameter", "parameter", "concatenate"]
+
+
+@pytest.mark.parametrize("layout, expected", [
+    ("{0,1,2}", ["parameter"]),                                      # LayoutConstraintToNoop
+    ("{2,0,1}", ["parameter", "copy"])])                             # LayoutConstraintToCopy
+def test_a_layout_constraint_is_a_copy_into_its_layout(layout, expected):
+    out = optimized(f"""
+  p = f32[6,4,3]{{0,1,2}} parameter(0)
+  ROOT c = f32[6,4,3]{layout} custom-call(p), custom_call_target="LayoutConstraint" """)
+    assert opcodes(out) == expected
+    assert out.entry.root.shape.to_text() == f"f32[6,4,3]{layout}"
+
+
+def test_a_splat_operand_sinks_below_a_broadcast():   # ElementwiseSinkMultipleBroadcastsConstantMix
+    out = optimized("""
+  p0 = f32[4] parameter(0)
+  c0 = f32[] constant(2)
+  b0 = f32[4,2] broadcast(c0), dimensions={}
+  b1 = f32[4,2] broadcast(p0), dimensions={0}
+  ROOT m = f32[4,2] multiply(b1, b0)""")
+    assert form(out.entry.root) == "broadcast(multiply(p0, 2))"
+    assert out.entry.root.operands[0].shape.dims == (4,)
+
+
+MULTIPLY_BROADCAST = """
+  p0 = T[2,2] parameter(0)
+  p1 = T[] parameter(1)
+  two = T[] constant(2)
+  c = T[2,2] broadcast(two), dimensions={}
+  x = T[2,2] multiply(p0, c)
+  y = T[2,2] broadcast(p1), dimensions={}
+  ROOT z = T[2,2] multiply(y, x)"""
+
+
+@pytest.mark.parametrize("element_type, fp_mode, expected", [     # MultiplyBroadcastReassoc
+    ("s32", "strict", "multiply(p0, multiply(p1, 2))"),
+    ("f32", "fast", "multiply(p0, multiply(p1, 2))"),
+    ("f32", "xla", "multiply(p1, multiply(p0, 2))")])              # rounds differently
+def test_a_constant_factor_joins_a_broadcast_factor(element_type, fp_mode, expected):
+    body = MULTIPLY_BROADCAST.replace("T[", f"{element_type}[")
+    assert root_form(body, fp_mode=fp_mode) == expected
+
+
+@pytest.mark.parametrize("op", ["maximum", "minimum"])
+def test_cube_roots_sink_below_max_and_min(op):                      # SinkCbrtThroughMax
+    out = optimized(f"""
+  a = bf16[17,96,120] parameter(0)
+  b = bf16[17,96,120] parameter(1)
+  ca = bf16[17,96,120] cbrt(a)
+  cb = bf16[17,96,120] cbrt(b)
+  ROOT m = bf16[17,96,120] {op}(ca, cb)""", fp_mode="strict")
+    assert form(out.entry.root) == f"cbrt({op}(p0, p1))"
+
+
+def test_a_copy_that_keeps_the_order_in_memory_is_a_bitcast():        # BitcastCopyChainSmall
+    out = optimized("""
+  p = f32[4,1,1,32,32]{3,4,0,1,2} parameter(0)
+  c0 = f32[4,1,1,32,32]{4,3,0,2,1} copy(p)
+  b = f32[1024,4,1,1]{0,3,2,1} bitcast(c0)
+  ROOT c1 = f32[1024,4,1,1]{0,1,3,2} copy(b)""")
+    assert form(out.entry.root) == "bitcast(copy(p0))"               # c0 reorders: it stays
+
+
+def test_a_bitcast_that_transposes_a_broadcast_is_a_broadcast():    # TransposeBitcastOfBroadcast
+    out = optimized("""
+  p = f32[2,4]{1,0} parameter(0)
+  b = f32[10,2,3,4]{3,2,1,0} broadcast(p), dimensions={1,3}
+  ROOT t = f32[2,3,10,4]{3,1,0,2} bitcast(b)""")
+    assert form(out.entry.root) == "broadcast(p0)"
+    assert out.entry.root.attrs["dimensions"] == (0, 3)
+
+
+def test_tiled_layouts_keep_their_bitcasts():           # like BitcastBroadcastDifferentLayout
+    out = optimized("""
+  p = f32[16]{0:T(8)} parameter(0)
+  b = f32[16,8]{1,0:T(8,8)} broadcast(p), dimensions={0}
+  ROOT c = f32[16,8]{1,0:T(8)} bitcast(b)""")
+    assert opcodes(out) == ["parameter", "broadcast", "bitcast"]
+# --- slicing & joining: slice, reverse, concatenate, pad (slicing.rules, layout.rules) -----
+
+def slice_window(inst) -> list[tuple[int, int, int]]:
+    return [tuple(d) for d in inst.attrs["slice"]]
+
+
+PAD_3X4 = """
+  p0 = f32[3,4] parameter(0)
+  c = f32[] constant(7)
+  pad = f32[8,10] pad(p0, c), padding=3_2x1_5
+  ROOT s = {shape} slice(pad), slice={window}"""
+
+
+@pytest.mark.parametrize("shape, window", [
+    ("f32[1,1]", "{[2:3], [0:1]}"),                    # SliceOfPadLow: rows before p0
+    ("f32[1,1]", "{[6:7], [9:10]}"),                   # SliceOfPadHigh: rows after p0
+    ("f32[1,1]", "{[5:6], [9:10]}"),                   # SliceOfPadMidScalarConstant
+    ("f32[2,2]", "{[0:8:4], [5:10:3]}")])              # strided, columns after p0
+def test_slice_reading_only_padding_is_the_padding_value(shape, window):
+    out = optimized(PAD_3X4.format(shape=shape, window=window))
+    assert form(out.entry.root) == "7" and out.entry.root.opcode == "broadcast"
+
+
+@pytest.mark.parametrize("shape, window, expected", [
+    ("f32[2,3]", "{[4:6], [2:5]}", [(1, 3, 1), (1, 4, 1)]),      # SliceOfPad
+    ("f32[1,1]", "{[5:6], [4:5]}", [(2, 3, 1), (3, 4, 1)]),      # SliceOfPadMidNonScalar
+    ("f32[2,2]", "{[3:6:2], [1:5:3]}", [(0, 3, 2), (0, 4, 3)])])
+def test_slice_reading_only_the_operand_slices_the_operand(shape, window, expected):
+    out = optimized(PAD_3X4.format(shape=shape, window=window))
+    assert form(out.entry.root) == "slice(p0)" and slice_window(out.entry.root) == expected
+
+
+def test_slice_reading_operand_and_padding_keeps_the_pad():
+    out = optimized(PAD_3X4.format(shape="f32[2,2]", window="{[2:4], [0:2]}"))
+    assert "pad" in opcodes(out)
+
+
+def test_slice_of_the_whole_padded_operand_is_the_operand():     # SliceOfPadMidScalar
+    out = optimized("""
+  p0 = f32[1,1] parameter(0)
+  c = f32[] constant(0)
+  pad = f32[8,10] pad(p0, c), padding=3_4x4_5
+  ROOT s = f32[1,1] slice(pad), slice={[3:4], [4:5]}""")
+    assert form(out.entry.root) == "p0"
+
+
+def test_slice_of_interior_padding_keeps_the_pad():
+    out = optimized("""
+  p0 = f32[3] parameter(0)
+  c = f32[] constant(0)
+  pad = f32[7] pad(p0, c), padding=1_1_1
+  ROOT s = f32[2] slice(pad), slice={[1:3]}""")
+    assert "pad" in opcodes(out)
+
+
+def test_slice_of_broadcast_slices_the_operand():                # SliceOfBroadcast(PreserveLayout)
+    out = optimized("""
+  p0 = f32[10,20] parameter(0)
+  b = f32[10,30,20]{2,0,1} broadcast(p0), dimensions={0,2}
+  ROOT s = f32[5,5,5]{2,0,1} slice(b), slice={[0:5:1], [5:25:4], [5:15:2]}""")
+    root = out.entry.root
+    assert form(root) == "broadcast(slice(p0))" and root.shape.layout.minor_to_major == (2, 0, 1)
+    assert slice_window(root.operands[0]) == [(0, 5, 1), (5, 15, 2)]
+
+
+@pytest.mark.parametrize("reversed_dims, shape, window, expected", [
+    ("{0,2}", "f32[1,7,32]", "{[2:3:1], [0:7:1], [0:32:1]}", [(3, 4, 1), (0, 7, 1), (0, 32, 1)]),
+    ("{0,1,2}", "f32[1,2,7]", "{[2:3:2], [0:7:4], [0:32:5]}", [(3, 4, 2), (2, 7, 4), (1, 32, 5)]),
+    ("{1}", "f32[6,3,2]", "{[0:6:1], [1:6:2], [0:32:31]}", [(0, 6, 1), (1, 6, 2), (0, 32, 31)])])
+def test_slice_of_reverse_is_reverse_of_mirrored_slice(reversed_dims, shape, window, expected):
+    # SliceReverse, SliceReverseNonUnitEvenOddStrides (there over a pad the slice then skips)
+    out = optimized(f"""
+  p0 = f32[6,7,32] parameter(0)
+  rev = f32[6,7,32] reverse(p0), dimensions={reversed_dims}
+  ROOT s = {shape} slice(rev), slice={window}""")
+    assert form(out.entry.root) == "reverse(slice(p0))"
+    assert slice_window(out.entry.root.operands[0]) == expected
+
+
+def test_reverse_of_reverse_reverses_the_dims_reversed_once():   # ShrinkNestedReverse
+    out = optimized("""
+  p0 = bf16[10,1,10,8] parameter(0)
+  r0 = bf16[10,1,10,8] reverse(p0), dimensions={1,2,3}
+  ROOT r1 = bf16[10,1,10,8] reverse(r0), dimensions={0,1,2}""")
+    assert form(out.entry.root) == "reverse(p0)" and out.entry.root.attrs["dimensions"] == (0, 3)
+
+
+def test_reverse_moves_through_an_op_with_a_splat():             # SwapConstantEwboWithReverse
+    out = optimized("""
+  p0 = bf16[10,1,10,8] parameter(0)
+  c = bf16[] constant(1)
+  b = bf16[10,1,10,8] broadcast(c), dimensions={}
+  r0 = bf16[10,1,10,8] reverse(p0), dimensions={0}
+  s = bf16[10,1,10,8] subtract(b, r0)
+  ROOT r1 = bf16[10,1,10,8] reverse(s), dimensions={0}""")
+    assert form(out.entry.root) == "subtract(1, p0)"
+
+
+CONCAT_OF_THREE = """
+  p0 = f32[2] parameter(0)
+  p1 = f32[1] parameter(1)
+  p2 = f32[3] parameter(2)
+  concat = f32[6] concatenate(p0, p1, p2), dimensions={0}
+  ROOT s = f32[%d] slice(concat), slice={[%d:%d]}"""
+
+
+@pytest.mark.parametrize("start, limit, expected", [
+    (2, 3, "p1"),                                           # SliceOfConcatScalarInput
+    (4, 5, "slice(p2)"),                                    # SliceOfConcatNonScalarInput
+    (0, 3, "concatenate(p0, p1)"), (2, 6, "concatenate(p1, p2)")])
+def test_slice_of_concatenate_reads_only_the_operands_it_needs(start, limit, expected):
+    out = optimized(CONCAT_OF_THREE % (limit - start, start, limit))
+    assert form(out.entry.root) == expected
+
+
+def test_slice_of_four_operand_concatenate():                     # SliceOfMultipleConcatOperands
+    out = optimized("""
+  p0 = f32[5,5] parameter(0)
+  p1 = f32[5,5] parameter(1)
+  p2 = f32[5,5] parameter(2)
+  p3 = f32[5,5] parameter(3)
+  c0 = f32[20,5] concatenate(p0, p1, p2, p3), dimensions={0}
+  ROOT s0 = f32[8,5] slice(c0), slice={[6:14], [0:5]}""")
+    assert form(out.entry.root) == "slice(concatenate(p1, p2))"
+    assert slice_window(out.entry.root) == [(1, 9, 1), (0, 5, 1)]
+
+
+@pytest.mark.parametrize("inner, outer", [("concatenate(p0, p1)", "concatenate(c0, p2)"),
+                                          ("concatenate(p1, p2)", "concatenate(p0, c0)")])
+def test_nested_concatenates_become_one(inner, outer):          # UnnestConcatenate
+    out = optimized(f"""
+  p0 = f32[2,10] parameter(0)
+  p1 = f32[3,10] parameter(1)
+  p2 = f32[4,10] parameter(2)
+  c0 = f32[{7 if 'p2' in inner else 5},10] {inner}, dimensions={{0}}
+  ROOT c1 = f32[9,10] {outer}, dimensions={{0}}""")
+    assert form(out.entry.root) == "concatenate(p0, p1, p2)"
+
+
+def test_copies_along_a_unit_dimension_are_a_broadcast():       # ConcatToBroadcast (2 copies)
+    out = optimized("""
+  p = f32[64,1,256] parameter(0)
+  ROOT concat = f32[64,2,256] concatenate(p, p), dimensions={1}""")
+    assert form(out.entry.root) == "broadcast(reshape(p0))"
+
+
+@pytest.mark.parametrize("operand, dims, padding, expected", [
+    # BroadcastAndPadReorder(WithUse), SimplifyShardedPad: the pad on a [32] broadcast
+    ("pred[]", "{}", "0_4064x0_0x0_0", "broadcast(pad(1, 0))"),
+    # BroadcastAndPadReorderWithNonScalar: the pad on the operand
+    ("pred[32]", "{0}", "0_4064x0_0x0_0", "broadcast(pad(p0, 0))")])
+def test_pad_of_broadcast_pads_before_broadcasting(operand, dims, padding, expected):
+    source = "c1" if operand == "pred[]" else "p0"
+    out = optimized(f"""
+  p0 = {operand} parameter(0)
+  c1 = pred[] constant(true)
+  b2 = pred[32,1,768] broadcast({source}), dimensions={dims}
+  c3 = pred[] constant(false)
+  ROOT p4 = pred[4096,1,768] pad(b2, c3), padding={padding}""")
+    root = out.entry.root
+    assert form(root) == expected and root.operands[0].shape.dims == (4096,)
+
+
+def test_slices_reading_the_same_elements_are_one():           # SliceRedundantStrides
+    out = optimized("""
+  p0 = f32[6,7,32] parameter(0)
+  a = f32[1,2,7] slice(p0), slice={[2:3:2], [0:7:4], [0:32:5]}
+  b = f32[1,2,7] slice(p0), slice={[2:6:5], [0:5:4], [0:31:5]}
+  ROOT t = (f32[1,2,7], f32[1,2,7]) tuple(a, b)""")
+    assert opcodes(out).count("slice") == 1
+
+
 # --- reduce and reduce-window (reduce.rules, reduce_window.rules) ----------------------------
 
 def reducer(op: str, t: str = "f32") -> str:

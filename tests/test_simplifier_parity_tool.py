@@ -168,10 +168,14 @@ ENTRY e {
     assert parity.signature(parse(negate_reduce)) != sig
 
 
-def _result(done_from: str | None = None, xla_error=None, parse_error=None) -> parity.ModuleResult:
+def _result(done_from: str | None = None, xla_error=None, parse_error=None,
+            fired: dict[str, str] | None = None) -> parity.ModuleResult:
+    """A module's results: rewritten from mode `done_from` on; rule -> mode it fires from."""
     modes = parity.MODES
     first = modes.index(done_from) if done_from else len(modes)
-    by_mode = {m: parity.Optimized(2, i >= first, Counter()) for i, m in enumerate(modes)}
+    by_mode = {m: parity.Optimized(2, i >= first, Counter(
+                   {rule: 1 for rule, f in (fired or {}).items() if i >= modes.index(f)}))
+               for i, m in enumerate(modes)}
     return parity.ModuleResult(3, parse_error, None, xla_error,
                                {} if parse_error else by_mode)
 
@@ -179,8 +183,8 @@ def _result(done_from: str | None = None, xla_error=None, parse_error=None) -> p
 def test_status_of_each_kind_of_test(tests):
     t = by_name(tests)
 
-    def status(name, *results, unsound=()):
-        return parity.status(t[name], name, list(results), set(unsound))
+    def status(name, *results, unsound=(), tagged=()):
+        return parity.status(t[name], name, list(results), set(unsound), set(tagged))
 
     assert status("MulOne", _result("strict")) == ("done", "", "strict")
     assert status("MulOne", _result("fast")) == ("done", "", "fast")
@@ -194,6 +198,13 @@ def test_status_of_each_kind_of_test(tests):
     assert status("KeepsTranspose", _result()) == ("not applicable", "expects no change", "")
     assert status("BuiltWithBuilder") == ("not applicable", "no HLO text", "")
     assert status("Parametric", _result())[0] == "not applicable"
+    # A rule tagged for the test matched, but extraction kept the input.
+    kept = ("rule fires, not chosen", "the cost model keeps the input", "xla")
+    assert status("MulOne", _result(fired={"mul_one": "xla"}), tagged=["mul_one"]) == kept
+    assert status("MulOne", _result(fired={"other": "strict"}), tagged=["mul_one"])[0] == \
+        "missing"
+    assert status("MulOne", _result("fast", fired={"mul_one": "strict"}),
+                  tagged=["mul_one"]) == ("done", "", "fast")
 
 
 def test_unsound_headings_name_tests():

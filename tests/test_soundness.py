@@ -230,3 +230,15 @@ def test_cli_exit_codes(tmp_path, capsys):
     assert main(["list", "--rules", str(RULES / "basic.rules"), "--fp-mode", "strict"]) == 0
     listed = capsys.readouterr().out
     assert "mul_one [strict]" in listed and "mul_zero_int" not in listed
+
+
+@pytest.mark.parametrize("text,status", [
+    ("rule r [strict]: bitcast(bitcast(x)) => bitcast(x)", "sound"),
+    ("rule r [strict]: bitcast(x) => reshape(x)", "unsound"),       # not row-major bytes
+    ('rule r [strict]: custom-call(x, custom_call_target="LayoutConstraint") => copy(x)', "sound"),
+    ('rule r [strict]: custom-call(x, custom_call_target="LayoutConstraint") => bitcast(x)',
+     "unsound"),
+])
+def test_bitcasts_and_layout_constraints_are_drawn_in_other_layouts(text, status):
+    v = verdict(text, trials=100)
+    assert v.status == status, v.detail

@@ -21,6 +21,10 @@ by a constant -> multiply, reduce(negate(x)) -> negate(reduce(x))). A test's sta
 * `done`: every module it expects to change that XLA:CPU runs is rewritten in some mode (by
   a sound rule for the test's case, even when XLA's general rewrite is unsound); the mode
   column is the weakest mode that does all of them;
+* `rule fires, not chosen`: otherwise, when a rule whose `# xla:` comment names the test
+  matched every such module in some mode but extraction kept the input: the target's cost
+  model prices the input as cheaper (with fusion off, every instruction is its own kernel), so
+  the rewrite is covered but not taken; the mode column is the weakest mode the rule fires in;
 * `not sound`: otherwise, when its name is a `## ` heading of the unsound list
   (docs/simplifier_unsound.md);
 * `not applicable`: no HLO text (built with the C++ builder API or a template), no module the
@@ -88,7 +92,7 @@ FAMILIES = (
 )
 FAMILY_ORDER = ("reassociation & constants", "strength reduction", "compare/select",
                 "slicing & joining", "layout & data movement", "reductions", "other")
-STATUSES = ("done", "not sound", "missing", "not applicable")
+STATUSES = ("done", "rule fires, not chosen", "not sound", "missing", "not applicable")
 
 
 def family(name: str) -> str:
@@ -114,8 +118,9 @@ class ModuleResult:
     xla_error: str | None = None
     by_mode: dict[str, Optimized] = field(default_factory=dict)
 
-    def weakest_mode(self) -> str | None:
-        return next((m for m in MODES if m in self.by_mode and self.by_mode[m].rewritten), None)
+    def weakest_mode(self, accept=lambda o: o.rewritten) -> str | None:
+        """The first mode whose run `accept`s (by default: did the rewrite)."""
+        return next((m for m in MODES if m in self.by_mode and accept(self.by_mode[m])), None)
 
 
 @dataclass(frozen=True)
@@ -248,13 +253,18 @@ def _rule_info(decl) -> RuleInfo:
                     getattr(decl, "mode", "fold"))
 
 
-def status(test: CcTest, label: str, results: list[ModuleResult],
-           unsound: set[str]) -> tuple[str, str, str]:
-    """(status, note, mode) of one test from its modules' results."""
+def status(test: CcTest, label: str, results: list[ModuleResult], unsound: set[str],
+           tagged: set[str] = frozenset()) -> tuple[str, str, str]:
+    """(status, note, mode) of one test from its modules' results; `tagged`: the rules whose
+    `# xla:` comment names the test."""
     expected, running = _expecting_rewrite(test, results)
     modes = [r.weakest_mode() for _, r in running]
     if running and all(modes):
         return "done", "", max(modes, key=MODES.index)
+    fired = [r.weakest_mode(lambda o: bool(tagged & set(o.fired))) for _, r in running]
+    if running and all(fired):
+        return "rule fires, not chosen", "the cost model keeps the input", \
+            max(fired, key=MODES.index)
     if label in unsound or test.name in unsound:
         return "not sound", "", ""
     if not test.modules:
@@ -276,8 +286,8 @@ def _expecting_rewrite(test: CcTest, results: list[ModuleResult]):
 
 def make_row(test: CcTest, label: str, results: list[ModuleResult], unsound: set[str],
              tags: dict[str, list[RuleInfo]], rule_infos: dict[str, RuleInfo]) -> Row:
-    state, note, mode = status(test, label, results, unsound)
     tagged = tags.get(label) or tags.get(test.name, [])     # `Fixture.Name` or plain `Name`
+    state, note, mode = status(test, label, results, unsound, {i.name for i in tagged})
     cells = [info.cell() for info in tagged]
     if state == "done":
         fired = Counter()

@@ -7,7 +7,9 @@ from .sorting import topk_custom_call
 
 # Custom-call targets whose meaning XLA itself defines (XLA:CPU emits them when it
 # optimizes); every other target is opaque to the interpreter.
-CUSTOM_CALLS = {"TopK": topk_custom_call}
+# "LayoutConstraint" gives its operand the result's layout: the same logical values.
+CUSTOM_CALLS = {"TopK": topk_custom_call,
+                "LayoutConstraint": lambda inst, args, ev: args[0]}
 
 
 def call(inst, args, ev):
