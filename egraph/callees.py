@@ -1,7 +1,9 @@
 """Module-wide registries of one optimization: called computations and names.
 
 Inside terms a called computation is a string: the op name for a reducer that is one binary
-op of its two parameters ("add": equal reducers then CSE), otherwise "@c<N>" naming the
+op of its two parameters ("add": equal reducers then CSE), that op in parentheses for one that
+returns that op's result as a 1-tuple ("(add)", the reducer of a variadic reduce of one
+operand), otherwise "@c<N>" naming the
 computation object. Decoding resolves names back, to the optimized version of a while body
 or conditional branch where there is one, and builds a reducer for "add" at the element
 type the caller needs.
@@ -10,7 +12,7 @@ from __future__ import annotations
 
 from ..ir import Computation, Instruction, Module
 from ..ops import COMMUTATIVE, OPS
-from ..shape import Shape
+from ..shape import Shape, TupleShape
 
 
 class Names:
@@ -58,7 +60,8 @@ class Callees:
             op = None if optimized else binary_reducer_op(comp)
             if op is not None:
                 name = op
-                self._reducers.setdefault((op, comp.root.shape.element_type), comp)
+                element_type = comp.parameters[0].shape.element_type
+                self._reducers.setdefault((op, element_type), comp)
             else:
                 name = f"@c{len(self._by_name)}"
                 self._by_name[name] = comp
@@ -92,21 +95,33 @@ class Callees:
             comp = self._reducers[key] = self._make_reducer(name, element_type)
         return comp
 
-    def _make_reducer(self, op: str, element_type: str) -> Computation:
+    def _make_reducer(self, name: str, element_type: str) -> Computation:
+        op = name.strip("()")
         scalar = Shape(element_type, ())
         lhs = Instruction(self.names.fresh("lhs"), "parameter", scalar, parameter_number=0)
         rhs = Instruction(self.names.fresh("rhs"), "parameter", scalar, parameter_number=1)
         root = Instruction(self.names.fresh(op), op, scalar, (lhs, rhs))
+        instructions = [lhs, rhs, root]
+        if name != op:
+            root = Instruction(self.names.fresh("tuple"), "tuple", TupleShape((scalar,)), (root,))
+            instructions.append(root)
         name = self.computation_names.fresh(f"{op}_{element_type}")
-        return Computation(name, [lhs, rhs, root], root)
+        return Computation(name, instructions, root)
 
 
 def binary_reducer_op(comp: Computation) -> str | None:
-    """"add" for a computation `(p0, p1) -> add(p0, p1)` on scalars of one type, else None."""
+    """"add" for a computation `(p0, p1) -> add(p0, p1)` on scalars of one type, "(add)" for
+    `(p0, p1) -> (add(p0, p1))`, else None."""
+    root = comp.root
+    if root.opcode == "tuple" and len(root.operands) == 1 and len(comp.instructions) == 4:
+        op = _binary_op_of_parameters(root.operands[0], comp.parameters)
+        return None if op is None else f"({op})"
     if len(comp.instructions) != 3:
         return None
-    root = comp.root
-    params = comp.parameters
+    return _binary_op_of_parameters(root, comp.parameters)
+
+
+def _binary_op_of_parameters(root: Instruction, params) -> str | None:
     info = OPS.get(root.opcode)
     if info is None or info.category != "binary" or len(params) != 2:
         return None

@@ -30,7 +30,8 @@ from typing import Sequence
 from ..dtypes import DTYPES
 
 # opcode -> [(attribute name, kind)], kinds: v = list of ints, s = string, i = int.
-# `slice` and `pad` spread their per-dimension triples over three vectors; `to_apply` and other
+# `slice` and `pad` spread their per-dimension triples over three vectors, reduce-window its
+# window over one vector per window field (rhs_reversal as 0/1); `to_apply` and other
 # called computations are strings naming a reducer ("add") or a registered computation ("@c3").
 ATTR_FIELDS: dict[str, list[tuple[str, str]]] = {
     "broadcast": [("dimensions", "v")],
@@ -38,7 +39,9 @@ ATTR_FIELDS: dict[str, list[tuple[str, str]]] = {
     "reverse": [("dimensions", "v")],
     "concatenate": [("dimensions", "v")],
     "reduce": [("dimensions", "v"), ("to_apply", "s")],
-    "reduce-window": [("to_apply", "s")],
+    "reduce-window": [("to_apply", "s"), ("size", "v"), ("stride", "v"), ("low", "v"),
+                      ("high", "v"), ("lhs_dilate", "v"), ("rhs_dilate", "v"),
+                      ("rhs_reversal", "v")],
     "map": [("to_apply", "s")],
     "sort": [("dimensions", "v"), ("to_apply", "s")],
     "slice": [("start", "v"), ("limit", "v"), ("stride", "v")],
@@ -60,6 +63,7 @@ ATTR_FIELDS: dict[str, list[tuple[str, str]]] = {
                 ("input_batching_dims", "v"), ("scatter_indices_batching_dims", "v"),
                 ("to_apply", "s")],
     "custom-call": [("custom_call_target", "s")],
+    "reduce-precision": [("exponent_bits", "i"), ("mantissa_bits", "i")],
 }
 
 KIND_SORT = {"v": "IVec", "s": "String", "i": "i64"}

@@ -24,6 +24,10 @@ NOT_ENCODED = frozenset({"metadata", "control-predecessors"})
 # Schema fields stored in one IR attribute of per-dimension triples.
 SPREAD = {"slice": "slice", "pad": "padding"}
 
+# Opcodes whose `window` attribute is spread over one schema field per window part.
+WINDOWED = frozenset({"reduce-window"})
+WINDOW_FIELDS = ("size", "stride", "low", "high", "lhs_dilate", "rhs_dilate", "rhs_reversal")
+
 # Vector fields left out of the decoded instruction when empty (XLA's defaults).
 OMITTED_WHEN_EMPTY = frozenset({"lhs_batch_dims", "rhs_batch_dims", "operand_batching_dims",
                                 "start_indices_batching_dims", "input_batching_dims",
@@ -83,6 +87,22 @@ def tuple_shape(elements: Sequence[AnyShape]) -> TupleShape:
 
 # --- attributes ----------------------------------------------------------------------------
 
+def window_fields(w: attributes.Window) -> dict[str, tuple[int, ...]]:
+    """A window as its schema fields (WINDOW_FIELDS)."""
+    low, high = (tuple(p[i] for p in w.pad) for i in (0, 1))
+    return dict(zip(WINDOW_FIELDS, (w.size, w.stride, low, high, w.lhs_dilate, w.rhs_dilate,
+                                    tuple(int(r) for r in w.rhs_reversal))))
+
+
+def pack_window(attrs: dict) -> dict:
+    """`attrs` with its window fields (WINDOW_FIELDS) taken out and put back as `window`."""
+    f = {name: tuple(attrs.pop(name)) for name in WINDOW_FIELDS}
+    attrs["window"] = attributes.Window(f["size"], f["stride"], tuple(zip(f["low"], f["high"])),
+                                        f["lhs_dilate"], f["rhs_dilate"],
+                                        tuple(bool(r) for r in f["rhs_reversal"]))
+    return attrs
+
+
 class RestTable:
     """rest string -> the typed attributes it stands for (computations as IR objects)."""
 
@@ -122,6 +142,10 @@ def schema_fields(inst: Instruction, name_of: Callable[[Computation], str],
         return [], []
     used = set()
     values: list = []
+    if inst.opcode in WINDOWED:
+        window = attrs.get("window") or attributes.Window.default(inst.operands[0].shape.rank)
+        attrs = {**attrs, **window_fields(window)}
+        used.add("window")
     spread = SPREAD.get(inst.opcode)
     if spread is not None:
         triples = attrs.get(spread, ())
@@ -161,6 +185,8 @@ def named_attrs(opcode: str, fields: Sequence, rests: RestTable) -> dict:
     """Attributes by name as a cost model reads them: schema fields (slice and pad spread
     as start/limit/stride, low/high/interior) and the typed values behind `rest`."""
     out = {name: v for (name, _), v in zip(ATTR_FIELDS.get(opcode, ()), fields)}
+    if opcode in WINDOWED:
+        pack_window(out)
     out.update(rests.attrs[fields[-1]])
     return out
 
@@ -171,7 +197,8 @@ def ir_attrs(opcode: str, values: Sequence, rest: str, rests: RestTable, callees
     "add" at the result's element type) become the output module's computations."""
     out: dict = {}
     fields = ATTR_FIELDS.get(opcode, ())
-    element_type = None if result.is_tuple else result.element_type
+    leaves = result.leaves() if result.is_tuple else (result,)
+    element_type = leaves[0].element_type if leaves else None
     spread = SPREAD.get(opcode)
     if spread is not None:
         out[spread] = tuple(zip(*values)) if values and values[0] else ()
@@ -187,6 +214,8 @@ def ir_attrs(opcode: str, values: Sequence, rest: str, rests: RestTable, callees
             elif v != "":
                 is_callee = attributes.KINDS.get(name) == "computation"
                 out[name] = callees.resolve(v, element_type) if is_callee else v
+    if opcode in WINDOWED:
+        pack_window(out)
     for name, value in rests.attrs[rest]:
         if isinstance(value, Computation):
             value = callees.output(value)

@@ -17,13 +17,15 @@ from ..dtypes import DTYPES
 from ..errors import HloError
 from ..ir import Computation, Instruction, Module
 from ..ops import ASSOCIATIVE
-from ..shape import Shape, array
+from ..shape import Shape, TupleShape, array
 from ..shape_inference import ELEMENTWISE, INFERABLE, infer_shape
 from ..verifier import verify
 from ..egraph.constants import canonical_scalar_text, representable, scalar_from_text
+from ..egraph.terms import WINDOWED, pack_window
 from .instance_plan import Pins
 from ..rule_compiler.rule_functions import FUNCTIONS, NoValue
-from ..rule_compiler.guard_ir import Apply, Compare, Lit, SplatOf, Var, evaluate, splat_key
+from ..rule_compiler.guard_ir import (Apply, Compare, Lit, SplatOf, TypeOf, Var, evaluate,
+                                       splat_key)
 from ..rule_compiler.rule_ir import PNode, RNode, RuleIR
 from ..rule_compiler.rule_types import REWRITE_OP_CLASSES, operand_type
 from .samplers import DTYPE_CHOICES, FITTED_OPERANDS, FREE, SAMPLERS, Reject, no_free_fields
@@ -47,7 +49,7 @@ class _Builder:
     def __init__(self, name: str):
         self.name = name
         self.instructions: list[Instruction] = []
-        self.reducers: dict[tuple[str, str], Computation] = {}
+        self.reducers: dict[str, Computation] = {}
 
     def add(self, opcode: str, shape: Shape, operands=(), attrs=None, **kw) -> Instruction:
         inst = Instruction(f"{opcode}.{len(self.instructions)}", opcode, shape, operands,
@@ -61,22 +63,43 @@ class _Builder:
         return scalar if shape.rank == 0 else self.add("broadcast", shape, [scalar],
                                                        {"dimensions": ()})
 
-    def reducer(self, op: str, dtype: str) -> Computation:
-        key = (op, dtype)
-        if key not in self.reducers:
-            a = Instruction("a", "parameter", array(dtype), parameter_number=0)
-            b = Instruction("b", "parameter", array(dtype), parameter_number=1)
-            root = Instruction("r", op, array(dtype), [a, b])
-            self.reducers[key] = Computation(f"{op}_{dtype}", [a, b, root], root)
-        return self.reducers[key]
+    def reducer(self, name: str, dtypes: tuple[str, ...]) -> Computation:
+        """The computation a reducer name stands for over inputs of these element types:
+        "add" (one input), "(add)" returning a 1-tuple, or for several inputs "add" of each
+        input's pair, as a tuple."""
+        op, k = name.strip("()"), len(dtypes)
+        tupled = name != op or k > 1
+        label = f"{'tupled_' if tupled else ''}{op}_{'_'.join(dtypes)}"
+        if label not in self.reducers:
+            params = [Instruction(f"{'ab'[n // k]}{n % k}", "parameter", array(dtypes[n % k]),
+                                  parameter_number=n) for n in range(2 * k)]
+            results = [Instruction(f"r{i}", op, array(dt), [params[i], params[k + i]])
+                       for i, dt in enumerate(dtypes)]
+            root, instructions = results[0], params + results
+            if tupled:
+                root = Instruction("t", "tuple", TupleShape(tuple(r.shape for r in results)),
+                                   results)
+                instructions.append(root)
+            self.reducers[label] = Computation(label, instructions, root)
+        return self.reducers[label]
+
+    def adopt(self, computation: Computation) -> Computation:
+        """A reducer of the left side, called by the right side's copy of an instruction
+        (reducers are named by what they compute, so one name is one computation)."""
+        return self.reducers.setdefault(computation.name, computation)
 
     def module(self, root: Instruction) -> Module:
         entry = Computation(self.name, self.instructions, root)
         return Module(self.name, [*self.reducers.values(), entry], entry)
 
 
+# Ops whose operands are n inputs, then their n init values.
+VARIADIC_REDUCTIONS = frozenset({"reduce", "reduce-window"})
+
+
 def ir_attrs(op: str, fields: dict, operands: list[Shape], builder: _Builder) -> dict:
-    """IR attributes from schema fields (slice/pad triples, reducers named by their op)."""
+    """IR attributes from schema fields (slice/pad triples, windows, reducers named by their
+    op)."""
     out = {}
     if op == "slice":
         return {"slice": tuple(zip(fields["start"], fields["limit"], fields["stride"]))}
@@ -86,11 +109,12 @@ def ir_attrs(op: str, fields: dict, operands: list[Shape], builder: _Builder) ->
         if name in ("rest", "value") or (name == "type" and value == ""):
             continue
         if name == "to_apply":
-            if value not in ASSOCIATIVE:
+            if value.strip("()") not in ASSOCIATIVE:
                 raise Reject(f"reducer {value!r}")
-            value = builder.reducer(value, operands[0].element_type)
+            inputs = operands[:len(operands) // 2] if op in VARIADIC_REDUCTIONS else operands[:1]
+            value = builder.reducer(value, tuple(s.element_type for s in inputs))
         out[name] = value
-    return out
+    return pack_window(out) if op in WINDOWED else out
 
 
 class Instantiator:
@@ -359,6 +383,8 @@ class Instantiator:
         return array(known.element_type, sizes)
 
     def _expected_operand(self, op: str, i: int, result, shapes) -> Shape | None:
+        if op in VARIADIC_REDUCTIONS and 0 < i < len(shapes) // 2 and shapes[0] is not None:
+            return shapes[0]        # a variadic reduction's inputs are drawn alike
         lit = lambda s: None if s is None else Lit(s, "type")
         t = operand_type(op, i, lit(result), [lit(s) for s in shapes])
         try:
@@ -371,7 +397,9 @@ class Instantiator:
     def rhs(self, node: RNode, b: _Builder, copies: dict) -> Instruction:
         if node.kind == "ref":
             return self._copy(self.insts[node.ref], b, copies)
-        shape = self.value(node.type)
+        # A matched term's type is copied whole, a tuple's too (functions see arrays only).
+        shape = (self.env[node.type.term] if isinstance(node.type, TypeOf)
+                 else self.value(node.type))
         if node.kind == "splat":
             text = node.splat if node.value is None else str(self.value(node.value))
             return b.splat(text, shape)
@@ -385,8 +413,8 @@ class Instantiator:
         """A left-side instruction (and its operands) in the right side's computation."""
         if id(inst) not in copies:
             operands = [self._copy(o, b, copies) for o in inst.operands]
-            attrs = {k: (b.reducer(v.root.opcode, v.root.shape.element_type)
-                         if isinstance(v, Computation) else v) for k, v in inst.attrs.items()}
+            attrs = {k: b.adopt(v) if isinstance(v, Computation) else v
+                     for k, v in inst.attrs.items()}
             copies[id(inst)] = b.add(inst.opcode, inst.shape, operands, attrs,
                                      literal=inst.literal)
         return copies[id(inst)]

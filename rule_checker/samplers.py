@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import itertools
 
-from ..dtypes import DTYPES
+from ..dtypes import DTYPES, float_info
 from ..shape import Layout, Shape, array
 
 DTYPE_CHOICES = ("pred", "s8", "s32", "u32", "s64", "f16", "bf16", "f32", "f64")
@@ -54,6 +54,43 @@ def _reduce(inst, shapes, fields, expected):
     ops = ("and", "or", "maximum", "minimum") if kind == "pred" else (
         "add", "multiply", "maximum", "minimum")
     _fill(fields, "to_apply", lambda: ops[inst.rng.integers(len(ops))])
+    return no_free_fields(inst, shapes, fields, expected)
+
+
+def _reduce_window(inst, shapes, fields, expected):
+    """Each window part is trivial (size 1, no padding, ...) in every dimension half the time
+    (stride, dilations, reversal: three times in four), so that rules about trivial windows
+    get instances; else per dimension trivial, a small value, or for size and padding one
+    spanning the operand's dim (a window over the whole dim, padded by n-1 for a cumulative
+    one)."""
+    dims, rng = shapes[0].dims, inst.rng
+
+    def part(trivial, lo, hi, spanning):
+        if rng.random() < (0.5 if spanning else 0.75):
+            return (trivial,) * len(dims)
+        return tuple(trivial if u < 0.3 else
+                     max(spanning(n), trivial) if spanning and u > 0.5 else
+                     int(rng.integers(lo, hi))
+                     for n, u in zip(dims, rng.random(len(dims))))
+    whole, before_last = (lambda n: n), (lambda n: n - 1)
+    for name, trivial, lo, hi, spanning in (
+            ("size", 1, 1, 4, whole), ("stride", 1, 1, 3, None), ("low", 0, 0, 3, before_last),
+            ("high", 0, 0, 3, before_last), ("lhs_dilate", 1, 1, 3, None),
+            ("rhs_dilate", 1, 1, 3, None), ("rhs_reversal", 0, 0, 1, None)):
+        _fill(fields, name, lambda: part(trivial, lo, hi, spanning))
+    return _reduce(inst, shapes, fields, expected)
+
+
+def _reduce_precision(inst, shapes, fields, expected):
+    """The operand type's own precision half the time (a no-op), else a smaller one."""
+    info = DTYPES[shapes[0].element_type]
+    if info.kind != "float":
+        raise Reject("reduce-precision of a non-float")
+    mantissa = int(float_info(info.name).nmant)
+    exponent = info.bits - 1 - mantissa
+    own = inst.rng.random() < 0.5
+    _fill(fields, "exponent_bits", lambda: exponent if own else int(inst.rng.integers(1, exponent + 1)))
+    _fill(fields, "mantissa_bits", lambda: mantissa if own else int(inst.rng.integers(0, mantissa + 1)))
     return no_free_fields(inst, shapes, fields, expected)
 
 
@@ -308,5 +345,6 @@ SAMPLERS = {
     "reshape": _reshape, "convert": _convert, "bitcast-convert": _bitcast_convert,
     "iota": _iota, "slice": _slice, "pad": _pad, "concatenate": _concatenate,
     "compare": _compare, "dot": _dot, "gather": _gather, "bitcast": _bitcast,
-    "custom-call": _custom_call, "copy": _copy,
+    "custom-call": _custom_call, "copy": _copy, "reduce-window": _reduce_window,
+    "reduce-precision": _reduce_precision,
 }

@@ -24,13 +24,16 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
+from ..attributes import Window
 from ..dtypes import COMPLEX_PART, DTYPES, float_info, int_info
+from ..errors import HloError
 from ..shape import Shape, array
 from ..egraph.constants import number_text, representable
 from ..grammar.hlo_parser import shape_from_text
 from ..egraph.schema import (DTYPE_CLASSES, atom, constant_atom, function, relation, set_value,
                              vec_of)
 from ..egraph.terms import egg_string
+from ..shape_rules import window_output_dims
 
 class NoValue(Exception):
     """The function has no value here; the egglog rule would not match."""
@@ -245,6 +248,61 @@ def _complement_py(lst, n):
     return tuple(i for i in range(n) if i not in lst)
 
 
+def _reshape_source_dims_py(x, y, r):
+    """For each dim d of r: the dim e of x that reshaping x to y leaves alone as d (the
+    same size, and the same number of elements before it), so that reducing d of the
+    reshape reduces e of x, element for element in the same order."""
+    if 0 in x or 0 in y or math.prod(x) != math.prod(y):
+        raise NoValue
+    before_x = [math.prod(x[:e]) for e in range(len(x))]
+    out = []
+    for d in r:
+        if not 0 <= d < len(y) or y[d] == 1:
+            raise NoValue
+        before = math.prod(y[:d])
+        match = [e for e in range(len(x)) if before_x[e] == before and x[e] == y[d]]
+        if not match:
+            raise NoValue
+        out.append(match[0])
+    return tuple(out)
+
+
+def _window_dims_py(dims, size, stride, low, high, lhs_dilate, rhs_dilate):
+    """The result dims of a reduce-window of an operand of these dims."""
+    n = len(dims)
+    if any(len(part) != n for part in (size, stride, low, high, lhs_dilate, rhs_dilate)):
+        raise NoValue
+    window = Window(tuple(size), tuple(stride), tuple(zip(low, high)), tuple(lhs_dilate),
+                    tuple(rhs_dilate), (False,) * n)
+    try:
+        return tuple(window_output_dims(dims, window))
+    except HloError:
+        raise NoValue from None
+
+
+def _window_covered_dims_py(dims, size, stride, low, high, lhs_dilate, rhs_dilate, start,
+                            limit, slice_stride):
+    """The dims a slice of a reduce-window reduces whole: where the slice keeps one result
+    (at `start`) whose window covers every element of the operand dim; every other dim must
+    be untouched (a window of 1 without padding, stride or base dilation, sliced whole).
+    No value if some dim is neither, or none is reduced."""
+    parts = (size, stride, low, high, lhs_dilate, rhs_dilate, start, limit, slice_stride)
+    if any(len(p) != len(dims) for p in parts):
+        raise NoValue
+    covered = []
+    for i, (n, s, t, lo, hi, b, w, a, z, st) in enumerate(zip(dims, *parts)):
+        if (s, t, lo, hi, b, a, z, st) == (1, 1, 0, 0, 1, 0, n, 1):
+            continue
+        first = a * t - lo                      # the window's first tap, in dilated positions
+        if st < 1 or not a < z <= a + st or (w != 1 and s != 1) or first > 0 \
+                or first + (s - 1) * w < (n - 1) * b:
+            raise NoValue
+        covered.append(i)
+    if not covered:
+        raise NoValue
+    return tuple(covered)
+
+
 # --- gather and scatter dimension numbers (host) --------------------------------------------
 
 def _spread_py(values, positions, n):
@@ -432,6 +490,17 @@ def _fits_py(n, dtype):
     return lo_hi is not None and lo_hi[0] <= n <= lo_hi[1]
 
 
+def _mantissa_bits_py(dtype: str) -> int:
+    if dtype not in DTYPES or DTYPES[dtype].kind != "float":
+        raise NoValue
+    return int(float_info(dtype).nmant)
+
+
+def _exponent_bits_py(dtype: str) -> int:
+    """The bits besides the sign and the mantissa, as reduce-precision counts them."""
+    return DTYPES[dtype].bits - 1 - _mantissa_bits_py(dtype)
+
+
 # --- values of constants -------------------------------------------------------------------
 
 def _log2_py(text: str) -> int:
@@ -483,6 +552,10 @@ _ROWS = [
     Fn("is_scalar", ("type",), "bool",
        egg=lambda ctx, a: ctx.atom(atom("=", 0, atom("vec-length", a[0].dims))),
        py=lambda t: t.rank == 0, doc="x has rank 0"),
+    # A term of a tuple type has no dims: matching its type as an array's fails.
+    Fn("is_array", ("type",), "bool",
+       egg=lambda ctx, a: ctx.atom(atom(">=", atom("vec-length", a[0].dims), 0)),
+       py=lambda t: not t.is_tuple, doc="x is an array, not a tuple"),
     # The rule checker instantiates a variable this guard names as a constant (instantiate.py),
     # so in Python the guard holds.
     Fn("is_constant", ("term",), "bool",
@@ -527,6 +600,18 @@ _ROWS = [
        doc="{0, ..., n-1} without the elements of p (distinct, each in 0..n-1)"),
     Fn("sort", ("ints",), "ints", egg=None, host=True, py=_sort_py,
        doc="a list of distinct non-negative integers in increasing order"),
+    Fn("reshape_source_dims", ("ints", "ints", "ints"), "ints", egg=None, host=True,
+       py=_reshape_source_dims_py,
+       doc="the dims of x (dims p) that dims r of its reshape to dims q are, where that "
+           "reshape leaves each alone (no value if one is merged or split)"),
+    Fn("window_dims", ("ints",) * 7, "ints", egg=None, host=True, py=_window_dims_py,
+       doc="the result dims of a reduce-window of dims p with window size, stride, low, "
+           "high, lhs_dilate, rhs_dilate"),
+    Fn("window_covered_dims", ("ints",) * 10, "ints", egg=None, host=True,
+       py=_window_covered_dims_py,
+       doc="the dims of x (dims p) that a slice (start, limit, stride) of its reduce-window "
+           "(size, stride, low, high, lhs_dilate, rhs_dilate) reduces whole, the others "
+           "untouched"),
     Fn("plus", ("int", "int"), "int", egg=lambda ctx, a: atom("+", *a),
        py=lambda a, b: a + b, doc="a + b"),
     Fn("minus", ("int", "int"), "int", egg=lambda ctx, a: atom("-", *a),
@@ -539,6 +624,12 @@ _ROWS = [
        py=_each(lambda a, b: a * b), doc="elementwise p * q"),
     Fn("min_each", ("ints", "ints"), "ints", egg=None, host=True,
        py=_each(min), doc="elementwise min(p, q)"),
+    Fn("minus_each", ("ints", "ints"), "ints", egg=None, host=True,
+       py=_each(lambda a, b: a - b), doc="elementwise p - q"),
+    Fn("exponent_bits", ("dtype",), "int", egg=None, host=True, py=_exponent_bits_py,
+       doc="the exponent bits of a float type (reduce-precision's exponent_bits)"),
+    Fn("mantissa_bits", ("dtype",), "int", egg=None, host=True, py=_mantissa_bits_py,
+       doc="the explicit mantissa bits of a float type (reduce-precision's mantissa_bits)"),
     Fn("is_all", ("ints", "int"), "bool", egg=None, host=True,
        py=lambda p, v: all(x == v for x in p), doc="every element of p is v (true for {})"),
     Fn("is_widening", ("dtype", "dtype"), "bool",

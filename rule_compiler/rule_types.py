@@ -32,7 +32,7 @@ REWRITE_OP_CLASSES: dict[str, tuple[str, ...]] = {"unary": _same_typed(1),
 CLASS_REPRESENTATIVE = {"unary": "negate", "binary": "add"}
 # Ops whose result has operand 0's element type: `shape=` on the right side gives their dims.
 SHAPED = frozenset({"reshape", "broadcast", "transpose", "slice", "pad", "reverse",
-                    "concatenate", "reduce", "copy"})
+                    "concatenate", "reduce", "copy", "reduce-window"})
 
 
 def dims(t):
@@ -139,7 +139,13 @@ def operand_type(op: str, i: int, result, operands: list):
         return result if result is not None else _first(operands, main)
     if op in ("reverse", "reduce-precision", "scatter") and i == 0:
         return result
-    if (op == "pad" or op == "reduce" and len(operands) == 2) and i == 1:
+    if op == "pad" and i == 1:
         t = operands[0] if operands[0] is not None else result
+        return None if t is None else MakeType(dtype(t), SCALAR_DIMS)
+    if op in ("reduce", "reduce-window") and len(operands) % 2 == 0 and i >= len(operands) // 2:
+        # n inputs, then their n scalar init values
+        t = operands[i - len(operands) // 2]
+        if t is None and len(operands) == 2:
+            t = result
         return None if t is None else MakeType(dtype(t), SCALAR_DIMS)
     return None

@@ -478,6 +478,23 @@ def test_reduce_window_generic_reducer_matches_loop():
     assert out.tolist() == [100 - 1 - 2 - 4, 100 - 2 - 4 - 8, 100 - 4 - 8 - 16]
 
 
+def test_reduce_window_of_an_empty_operand_is_init_over_the_padding():
+    x = np.zeros((3, 0), np.float32)
+    out = run1("p = f32[3,0] parameter(0)\nz = f32[] constant(7)\n"
+               "ROOT r = f32[5,2] reduce-window(p, z), window={size=1x1 pad=1_1x1_1}, "
+               "to_apply=add", x, computations=ADD)
+    assert out.tolist() == [[7, 7]] * 5
+
+
+def test_select_and_scatter_onto_an_empty_operand_is_empty():
+    ge = "ge { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT r = pred[] compare(a, b), direction=GE }"
+    out = run1("p = f32[3,0] parameter(0)\ns = f32[5,2] parameter(1)\nz = f32[] constant(0)\n"
+               "ROOT r = f32[3,0] select-and-scatter(p, s, z), window={size=1x1 pad=1_1x1_1}, "
+               "select=ge, scatter=add", np.zeros((3, 0), np.float32),
+               np.ones((5, 2), np.float32), computations=ADD + "\n" + ge)
+    assert out.shape == (3, 0)
+
+
 def test_select_and_scatter_xla_doc_example():
     # operation_semantics SelectAndScatter: max-pool 2x3 windows with stride 2x3.
     operand = np.array([[7, 2, 5, 3, 10, 2], [3, 8, 9, 3, 4, 2], [1, 5, 7, 5, 6, 1],

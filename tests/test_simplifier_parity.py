@@ -940,3 +940,244 @@ def test_slices_reading_the_same_elements_are_one():           # SliceRedundantS
   b = f32[1,2,7] slice(p0), slice={[2:6:5], [0:5:4], [0:31:5]}
   ROOT t = (f32[1,2,7], f32[1,2,7]) tuple(a, b)""")
     assert opcodes(out).count("slice") == 1
+
+
+# --- reduce and reduce-window (reduce.rules, reduce_window.rules) ----------------------------
+
+def reducer(op: str, t: str = "f32") -> str:
+    """A computation named `op` applying `op` to its two parameters."""
+    return (f"{op} {{\n  a = {t}[] parameter(0)\n  b = {t}[] parameter(1)\n"
+            f"  ROOT r = {t}[] {op}(a, b)\n}}\n")
+
+
+def reduced_form(body: str, computations: str, fp_mode: str = "xla") -> str:
+    return form(optimized(body, computations, fp_mode=fp_mode).entry.root)
+
+
+def reduce_of_broadcast(dims: str, result: str, reduced: str) -> str:
+    return f"""
+  a = f32[64,11] parameter(0)
+  b = f32{dims} broadcast(a), dimensions={{0,3}}
+  init = f32[] constant(0)
+  ROOT r = f32{result} reduce(b, init), dimensions={{{reduced}}}, to_apply=add"""
+
+
+def test_sum_of_an_integer_broadcast_is_a_product_plus_init():    # ReduceOfConstantBroadcastS32
+    out = optimized("""
+  two = s32[] constant(2)
+  init = s32[] constant(10)
+  b = s32[1,7,7,1] broadcast(two), dimensions={}
+  ROOT r = s32[1,7,1] reduce(b, init), dimensions={1}, to_apply=add""", reducer("add", "s32"))
+    assert form(out.entry.root) == "24" and "reduce" not in opcodes(out)
+
+
+def test_float_sum_of_a_broadcast_is_a_product_in_fast_mode():   # ReduceOfNonScalarBroadcast
+    body = reduce_of_broadcast("[64,7,5,11]", "[64,7,11]", "2")
+    assert reduced_form(body, ADD, "fast") == "broadcast(multiply(p0, 5))"
+    assert "reduce" in opcodes(optimized(body, ADD))             # five roundings, not one
+    few = reduce_of_broadcast("[64,2,2,11]", "[64,11]", "1,2")
+    assert reduced_form(few, ADD) == "multiply(p0, 4)"
+
+
+def test_max_of_a_partial_broadcast_is_one_max():
+    out = optimized("""
+  a = f32[300] parameter(0)
+  init = f32[] constant(1)
+  b = f32[300,40,20] broadcast(a), dimensions={0}
+  ROOT r = f32[300,20] reduce(b, init), dimensions={1}, to_apply=maximum""", reducer("maximum"))
+    assert form(out.entry.root) == "broadcast(maximum(p0, 1))"
+    assert out.entry.root.attrs["dimensions"] == (0,)
+
+
+@pytest.mark.parametrize("operand, reshaped, reduced, result, inner", [
+    ("[3,5,7]", "[15,7]", "1", "[15]", "[3,5]"),             # ReduceOfMergeNoncontractingDims
+    ("[3,35]", "[3,5,7]", "0", "[5,7]", "[35]")])           # ReduceOfSplitNoncontractingDims
+def test_reduce_of_a_reshape_that_leaves_the_reduced_dims_alone(operand, reshaped, reduced,
+                                                                result, inner):
+    out = optimized(f"""
+  p = f32{operand} parameter(0)
+  r = f32{reshaped} reshape(p)
+  zero = f32[] constant(0)
+  ROOT s = f32{result} reduce(r, zero), dimensions={{{reduced}}}, to_apply=add""", ADD)
+    root = out.entry.root
+    assert root.opcode == "reshape" and root.operands[0].opcode == "reduce"
+    assert root.operands[0].shape.to_text().startswith(f"f32{inner}")
+
+
+def test_reduce_of_a_reshape_that_splits_the_reduced_dim_stays():
+    out = optimized("""
+  p = f32[3,35] parameter(0)
+  r = f32[3,5,7] reshape(p)
+  zero = f32[] constant(0)
+  ROOT s = f32[3,7] reduce(r, zero), dimensions={1}, to_apply=add""", ADD)
+    assert opcodes(out)[-1] == "reduce" and "reshape" in opcodes(out)
+
+
+@pytest.mark.parametrize("bits, removed", [("exponent_bits=8, mantissa_bits=7", True),
+                                           ("exponent_bits=7, mantissa_bits=8", False),
+                                           ("exponent_bits=5, mantissa_bits=7", False)])
+def test_reduce_precision_to_the_operands_own_precision_is_removed(bits, removed):
+    out = optimized(f"""
+  p = bf16[64] parameter(0)
+  ROOT r = bf16[64] reduce-precision(p), {bits}""")    # ReducePrecisionWithSamePrecision...
+    assert (out.entry.root.opcode == "parameter") == removed
+
+
+@pytest.mark.parametrize("op, init, window, expected", [
+    ("add", "0", "size=1x1", "p0"),                                  # TrivialReduceWindow_Add
+    ("maximum", "-inf", "size=1x1", "p0"),                           # TrivialReduceWindow_Max
+    ("minimum", "inf", "size=1x1", "p0"),                            # TrivialReduceWindow_Min
+    ("maximum", "-inf", "size=1x1 pad=1_2x3_4", "pad(p0, -inf)"),    # ...WithPad
+    ("maximum", "-inf", "size=1x2", "reduce-window(p0, -inf)")])
+def test_reduce_window_of_one_element_windows_is_elementwise(op, init, window, expected):
+    assert reduced_form(f"""
+  p = f32[16,32] parameter(0)
+  c = f32[] constant({init})
+  ROOT r = reduce-window(p, c), window={{{window}}}, to_apply={op}""", reducer(op)) == expected
+
+
+@pytest.mark.parametrize("op, value, folded", [("add", "0", True), ("maximum", "5", True),
+                                               ("add", "5", False)])   # FoldPadIntoReduceWindow
+def test_pad_folds_into_reduce_window_where_padded_elements_change_nothing(op, value, folded):
+    out = optimized(f"""
+  p = f32[1,2,3,4] parameter(0)
+  c = f32[] constant({value})
+  pad = f32[1,3,3,6] pad(p, c), padding=0_0x1_0x0_0x0_2
+  ROOT r = reduce-window(pad, c), to_apply={op},
+    window={{size=2x2x2x2 lhs_dilate=1x1x1x3 pad=1_2x1_2x1_2x1_2}}""", reducer(op))
+    root = out.entry.root
+    assert ("pad" not in opcodes(out)) == folded and root.opcode == "reduce-window"
+    if folded:
+        assert root.attrs["window"].pad == ((1, 2), (2, 2), (1, 2), (1, 8))
+
+
+def test_reduce_window_attributes_survive_optimization():
+    window = "size=2x3 stride=2x1 pad=0_1x2_0 lhs_dilate=1x2 rhs_dilate=2x1"
+    out = optimized(f"""
+  p = f32[6,5] parameter(0)
+  c = f32[] constant(-inf)
+  ROOT r = reduce-window(p, c), window={{{window}}}, to_apply=maximum""", reducer("maximum"))
+    assert f"window={{{window}}}" in out.to_text()
+
+
+@pytest.mark.parametrize("op, element_type, fp_mode, split", [
+    ("add", "f32", "fast", True),        # SimplifyReduceOfConcatWithDifferentShapes
+    ("add", "f32", "xla", False),        # the sums regroup: exact for real numbers only
+    ("add", "s32", "xla", True), ("maximum", "f32", "strict", True)])
+def test_reduce_over_a_concatenated_dim_reduces_each_operand(op, element_type, fp_mode, split):
+    t = element_type
+    out = optimized(f"""
+  p0 = {t}[10,10,10] parameter(0)
+  p1 = {t}[10,10,10] parameter(1)
+  p2 = {t}[10,9,10] parameter(2)
+  cat = {t}[10,29,10] concatenate(p0, p1, p2), dimensions={{1}}
+  c = {t}[] constant(0)
+  ROOT r = {t}[10] reduce(cat, c), dimensions={{1,2}}, to_apply={op}""", reducer(op, t), fp_mode)
+    assert ("concatenate" not in opcodes(out)) == split
+    assert opcodes(out).count("reduce") == (3 if split else 1)
+
+
+TUPLED_ADD = """fn {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  s = f32[] add(a, b)
+  ROOT t = (f32[]) tuple(s)
+}
+"""
+
+
+def test_reduce_window_with_a_tupled_reducer_is_a_tuple_of_a_plain_one():
+    out = optimized("""
+  p = f32[32,8,6,7] parameter(0)
+  c = f32[] constant(0)
+  ROOT r = (f32[32,8,6,7]) reduce-window(p, c), to_apply=fn, window={size=1x1x1x1}""",
+                    TUPLED_ADD)                                  # UnaryVariadicReduceWindow
+    assert form(out.entry.root) == "tuple(p0)"
+
+
+@pytest.mark.parametrize("body", [
+    """
+  p = f32[3,5,7] parameter(0)
+  r = f32[15,7] reshape(p)
+  c = f32[] constant(0)
+  ROOT s = (f32[15]) reduce(r, c), dimensions={1}, to_apply=fn""",
+    """
+  p = f32[3,0] parameter(0)
+  c = f32[] constant(0)
+  ROOT s = (f32[3]) reduce(p, c), dimensions={1}, to_apply=fn"""])
+def test_reduce_with_a_tupled_reducer_keeps_its_tuple_type(body):
+    out = optimized(body, TUPLED_ADD)     # checked valid: no rule makes the tuple an array
+    assert out.entry.root.shape.is_tuple
+
+
+@pytest.mark.parametrize("operand, window, slice_, result, reduced", [
+    ("[2,8]", "size=1x8 pad=0_0x7_0", "[0:2], [7:8]", "[2,1]", (1,)),   # SliceOfReduceWindow-
+                                                                         # OneReduceDim
+    ("[3,4,2]", "size=1x4x2 pad=0_0x3_0x1_0", "[0:3], [3:4], [1:2]", "[3,1,1]",
+     (1, 2)),                                                            # ...TwoReduceDims
+    ("[2,8]", "size=1x8 pad=0_0x7_0", "[0:2], [6:7]", "[2,1]", None),   # a partial sum
+    ("[2,8]", "size=1x8 pad=0_0x7_0", "[0:1], [7:8]", "[1,1]", None)])  # a dim sliced
+def test_slice_of_a_reduce_window_keeping_whole_windows_is_a_reduce(operand, window, slice_,
+                                                                   result, reduced):
+    out = optimized(f"""
+  p = s32{operand} parameter(0)
+  c = s32[] constant(0)
+  r = s32{operand} reduce-window(p, c), window={{{window}}}, to_apply=add
+  ROOT s = s32{result} slice(r), slice={{{slice_}}}""", reducer("add", "s32"))
+    if reduced is None:
+        assert "reduce-window" in opcodes(out)
+    else:
+        assert form(out.entry.root) == "reshape(reduce(p0, 0))"
+        assert out.entry.root.operands[0].attrs["dimensions"] == reduced
+
+
+def test_reduce_with_a_tupled_reducer_equals_a_tuple_of_a_plain_one():   # UnaryVariadicReduce
+    before = module("""
+  p = f32[32,8,6,7] parameter(0)
+  c = f32[] constant(0)
+  ROOT r = (f32[8,6,7]) reduce(p, c), dimensions={0}, to_apply=fn""", TUPLED_ADD)
+    after = module("""
+  p = f32[32,8,6,7] parameter(0)
+  c = f32[] constant(0)
+  r = f32[8,6,7] reduce(p, c), dimensions={0}, to_apply=add
+  ROOT t = (f32[8,6,7]) tuple(r)""", ADD)
+    assert prove_equivalent(before, after, fp_mode="strict")[0]
+
+
+def test_variadic_reduce_window_of_empty_operands_is_its_inits():  # ZeroSizedVariadicReduceWindow
+    pair = """pair {
+  a0 = f32[] parameter(0)
+  a1 = f32[] parameter(1)
+  b0 = f32[] parameter(2)
+  b1 = f32[] parameter(3)
+  s0 = f32[] add(a0, b0)
+  s1 = f32[] add(a1, b1)
+  ROOT t = (f32[], f32[]) tuple(s0, s1)
+}
+"""
+    before = module("""
+  p = f32[3,0] parameter(0)
+  c = f32[] constant(0)
+  d = f32[] constant(1)
+  ROOT r = (f32[5,2], f32[5,2]) reduce-window(p, p, c, d), window={size=1x1 pad=1_1x1_1},
+    to_apply=pair""", pair)
+    after = module("""
+  p = f32[3,0] parameter(0)
+  c = f32[] constant(0)
+  d = f32[] constant(1)
+  bc = f32[5,2] broadcast(c), dimensions={}
+  bd = f32[5,2] broadcast(d), dimensions={}
+  ROOT t = (f32[5,2], f32[5,2]) tuple(bc, bd)""")
+    assert prove_equivalent(before, after, fp_mode="strict")[0]
+
+
+def test_sum_of_a_broadcast_too_long_for_a_constant_multiplies_dim_by_dim():
+    out = optimized("""
+  a = bf16[] parameter(0)
+  n = bf16[] negate(a)
+  b = bf16[2,5,11,17,19] broadcast(n), dimensions={}
+  zero = bf16[] constant(0)
+  ROOT r = bf16[2] reduce(b, zero), dimensions={1,2,3,4}, to_apply=add""",
+                    reducer("add", "bf16"), "fast")  # ReduceBroadcastScalarToBroadcastMultiply
+    assert opcodes(out)[-2:] == ["multiply", "broadcast"]     # 17765 copies: 17792 in bf16
+    assert form(out.entry.root) == "multiply(negate(p0), 17792)"

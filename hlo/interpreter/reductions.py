@@ -99,7 +99,8 @@ def reduce_window(inst, args, ev):
     for coords, valid, outs in _window_positions(inputs[0].shape, window):
         if accs is None:
             accs = [np.broadcast_to(widen(i) if ufuncs else i, outs) for i in inits]
-        xs = [x[coords] for x in inputs]
+        # an empty input is all padding: nothing to read (valid is false everywhere)
+        xs = [x[coords] if x.size else np.zeros(outs, x.dtype) for x in inputs]
         if ufuncs is not None:
             new = [u(acc, widen(x)) for u, acc, x in zip(ufuncs, accs, xs)]
         else:
@@ -119,6 +120,8 @@ def select_and_scatter(inst, args, ev):
     """Per window, the element `select` prefers (first wins unless select(current, next) is
     false); the source value is scattered onto it with `scatter`. Padding is never selected."""
     operand, source, init = args
+    if operand.size == 0:               # no element to select: nothing is scattered
+        return np.broadcast_to(init, operand.shape).copy()
     window = inst.attrs.get("window") or Window.default(operand.ndim)
     select = inst.attrs["select"]
     best = position = have = None
