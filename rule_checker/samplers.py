@@ -106,8 +106,9 @@ def _broadcast(inst, shapes, fields, expected):
         no_free_fields(inst, shapes, fields, expected)
         return expected
     rank = x.rank + int(rng.integers(3))
-    _fill(fields, "dimensions", lambda: tuple(sorted(
-        int(d) for d in rng.choice(rank, size=x.rank, replace=False))))
+    # Mostly increasing, as frontends write them; sometimes not: a broadcast may permute.
+    _fill(fields, "dimensions", lambda: _maybe_sorted(
+        rng, [int(d) for d in rng.choice(rank, size=x.rank, replace=False)]))
     dims = [int(rng.integers(1, 5)) if rng.random() > 0.05 else 0 for _ in range(rank)]
     for d, n in zip(fields["dimensions"], x.dims):
         if not 0 <= d < rank:
@@ -115,6 +116,10 @@ def _broadcast(inst, shapes, fields, expected):
         dims[d] = n
     no_free_fields(inst, shapes, fields, expected)
     return array(x.element_type, dims)
+
+
+def _maybe_sorted(rng, values: list[int]) -> tuple[int, ...]:
+    return tuple(sorted(values) if rng.random() < 0.7 else values)
 
 
 def _reshape(inst, shapes, fields, expected):
