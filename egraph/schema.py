@@ -240,3 +240,17 @@ def rule(query: Sequence[str], actions: Sequence[str], ruleset: str, name: str =
     named = f' :name "{name}"' if name else ""
     return (f"(rule ({' '.join(query)})\n      ({' '.join(actions)})\n"
             f"      :ruleset {ruleset}{named})")
+
+
+# (OperandOf xs k x): operand k of an OpV term whose operands are xs is x. Rules that read
+# the operands of an operand list one by one (rule_emit.Emitter.element) join on it rather
+# than compute them with vec-get: egglog would otherwise enumerate a table for each
+# computed operand.
+OPERAND_OF = "OperandOf"
+
+
+def operand_facts(count: int) -> str:
+    """The OperandOf relation and the analysis rules that fill it for operands 0..count-1."""
+    rules = [rule([eq("e", "(OpV op xs a t)"), eq("x", atom("vec-get", "xs", k))],
+                  [atom(OPERAND_OF, "xs", k, "x")], "analysis") for k in range(count)]
+    return "\n".join([relation(OPERAND_OF, ["TermVec", "i64", "Term"]), *rules])

@@ -27,8 +27,8 @@ import numpy as np
 from ..dtypes import COMPLEX_PART, DTYPES, float_info, int_info
 from ..shape import Shape, array
 from ..egraph.constants import number_text, representable
-from ..egraph.schema import (DTYPE_CLASSES, atom, constant_atom, function, relation, set_value,
-                             vec_of)
+from ..egraph.schema import (DTYPE_CLASSES, atom, constant_atom, function, operand_facts,
+                             relation, set_value, vec_of)
 from ..egraph.terms import egg_string
 
 class NoValue(Exception):
@@ -119,6 +119,39 @@ def _int_of_text_py(text):
         return _i64(int(text))
     except ValueError:
         raise NoValue from None
+
+
+# Operands a function of an operand list reads are numbered below this (8 start indices
+# after an array and an update).
+MAX_LISTED_OPERAND = 10
+
+
+def _starts_py(operands):
+    """The integers of an operand list (instructions, in the checker) whose every operand is
+    a scalar integer constant."""
+    if any(o.opcode != "constant" or o.shape.rank or not DTYPES[o.shape.element_type].is_integral
+           for o in operands):
+        raise NoValue
+    return tuple(int(o.literal) for o in operands)
+
+
+def _pick_py(items, positions):
+    _check_index(positions, len(items))
+    if not positions:           # an empty list of operands: no term holds one
+        raise NoValue
+    return tuple(items[i] for i in positions)
+
+
+def _clamp_starts_py(starts, dims, window):
+    if not len(starts) == len(dims) == len(window) or any(w > n for n, w in zip(dims, window)):
+        raise NoValue
+    return tuple(min(max(s, 0), n - w) for s, n, w in zip(starts, dims, window))
+
+
+def _repeat_py(v, n):
+    if n < 0:
+        raise NoValue
+    return (v,) * n
 
 
 # --- tables of facts -----------------------------------------------------------------------
@@ -419,6 +452,18 @@ _ROWS = [
        doc="every value of element type a is a value of b (a -> b -> a is the identity)"),
     Fn("fits", ("int", "dtype"), "bool", egg=_fits_egg, py=_fits_py, facts=_fits_facts,
        doc="the integer n is exactly a value of the element type (floats: |n| <= 2^mantissa)"),
+    Fn("starts", ("operands",), "ints", egg=lambda ctx, a: ctx.operand_values(a[0]),
+       py=_starts_py, facts=lambda calls: operand_facts(MAX_LISTED_OPERAND), doc="the values of an operand list i... whose operands are all scalar "
+       "integer constants (no value otherwise)"),
+    Fn("pick", ("operands", "ints"), "operands", egg=lambda ctx, a: ctx.pick_operands(*a),
+       py=_pick_py, doc="the operands of i... at the positions d, in order"),
+    Fn("clamp_starts", ("ints", "ints", "ints"), "ints", egg=None, host=True,
+       py=_clamp_starts_py, doc="each start moved into [0, dim - window], as XLA clamps the "
+       "start indices of dynamic slices"),
+    Fn("minus_each", ("ints", "ints"), "ints", egg=None, host=True,
+       py=_each(lambda a, b: a - b), doc="elementwise p - q"),
+    Fn("repeat", ("int", "int"), "ints", egg=None, host=True, py=_repeat_py,
+       doc="a list of n copies of v"),
     # Used by the compiler to derive the types of new terms and to guard their constants.
     Fn("slice_dims", ("ints", "ints", "ints"), "ints", egg=None, host=True, py=_slice_dims_py,
        doc="result dims of a slice", public=False),

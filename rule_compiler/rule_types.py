@@ -79,9 +79,17 @@ def _pad(types, attrs):
     return MakeType(dtype(x), Apply("pad_dims", (dims(x), *parts)))
 
 
+def _dynamic_slice(types, attrs):
+    x, sizes = types[0], attrs.get("dynamic_slice_sizes")
+    if x is None or sizes is None:
+        return None
+    return MakeType(dtype(x), sizes)
+
+
 _STRUCTURED = {
     "reduce-precision": _same_as_operand, "reverse": _same_as_operand,
     "transpose": _transpose, "slice": _slice, "pad": _pad,
+    "dynamic-slice": _dynamic_slice, "dynamic-update-slice": _same_as_operand,
 }
 
 
@@ -116,7 +124,7 @@ def operand_type(op: str, i: int, result, operands: list):
         if rule != "same":
             return None
         return result if result is not None else _first(operands, main)
-    if op in ("reverse", "reduce-precision") and i == 0:
+    if op in ("reverse", "reduce-precision", "dynamic-update-slice") and i == 0:
         return result
     if (op == "pad" or op == "reduce" and len(operands) == 2) and i == 1:
         t = operands[0] if operands[0] is not None else result
