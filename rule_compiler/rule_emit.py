@@ -73,7 +73,8 @@ class Emitter:
         self.type_parts: dict[str, TypeParts] = {}
         self.types: dict[str, str] = dict(types or {})    # term variable -> its type variable
         self.calls: dict[str, set] = defaultdict(set)     # function row -> literal arguments
-        self.requests: list[tuple[str, str]] = []         # host calls: (query, action)
+        # host calls and the OperandOf rows rules read: (query, action)
+        self.requests: list[tuple[str, str]] = []
         self.lookups: dict[str, str] = {}       # host lookup atom -> the variable it binds
         # Checks of values computed in the query (an operand list's length): egglog
         # evaluates `(= 1 (vec-length v))` where it stands, so they go after every binding.
@@ -81,7 +82,7 @@ class Emitter:
         self.read_lists: set[str] = set()       # operand lists some function reads
         self.lengths: dict[str, int] = {}       # operand lists a function built: their length
         # Where a list's operands are: the variables that hold them, or (the operand vector
-        # of the OpV they are in, the position of the first); see `element`.
+        # of the OpV they are in, the position of the first, its opcode); see `element`.
         self.items: dict[str, list[str]] = {}
         self.sources: dict[str, tuple[str, int]] = {}
 
@@ -250,7 +251,7 @@ class Emitter:
         for _ in children:
             dropped = atom("vec-remove", dropped, 0)
         self.atom(eq(rest, dropped))
-        self.sources[rest] = (operands, len(children))
+        self.sources[rest] = (operands, len(children), name)
         return atom("OpV", name, operands, fields, type_text)
 
     def operand_length(self, rest: str) -> int:
@@ -280,9 +281,11 @@ class Emitter:
         if rest in self.items:
             return self.items[rest][j]
         if rest in self.sources:
-            operands, first = self.sources[rest]
+            operands, first, op = self.sources[rest]
             var = f"{operands}_{first + j}"
             self.atom(atom(schema.OPERAND_OF, operands, first + j, var))
+            if schema.operand_of(op, first + j) not in self.requests:
+                self.requests.append(schema.operand_of(op, first + j))
             return var
         return self.bind(atom("vec-get", rest, j))
 

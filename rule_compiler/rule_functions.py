@@ -27,7 +27,7 @@ import numpy as np
 from ..dtypes import COMPLEX_PART, DTYPES, float_info, int_info
 from ..shape import Shape, array
 from ..egraph.constants import number_text, representable
-from ..egraph.schema import (DTYPE_CLASSES, atom, constant_atom, function, operand_facts,
+from ..egraph.schema import (DTYPE_CLASSES, atom, constant_atom, function, operand_of_relation,
                              relation, set_value, vec_of)
 from ..egraph.terms import egg_string
 
@@ -119,11 +119,6 @@ def _int_of_text_py(text):
         return _i64(int(text))
     except ValueError:
         raise NoValue from None
-
-
-# Operands a function of an operand list reads are numbered below this (8 start indices
-# after an array and an update).
-MAX_LISTED_OPERAND = 10
 
 
 def _starts_py(operands):
@@ -453,7 +448,7 @@ _ROWS = [
     Fn("fits", ("int", "dtype"), "bool", egg=_fits_egg, py=_fits_py, facts=_fits_facts,
        doc="the integer n is exactly a value of the element type (floats: |n| <= 2^mantissa)"),
     Fn("starts", ("operands",), "ints", egg=lambda ctx, a: ctx.operand_values(a[0]),
-       py=_starts_py, facts=lambda calls: operand_facts(MAX_LISTED_OPERAND), doc="the values of an operand list i... whose operands are all scalar "
+       py=_starts_py, facts=lambda calls: operand_of_relation(), doc="the values of an operand list i... whose operands are all scalar "
        "integer constants (no value otherwise)"),
     Fn("pick", ("operands", "ints"), "operands", egg=lambda ctx, a: ctx.pick_operands(*a),
        py=_pick_py, doc="the operands of i... at the positions d, in order"),
