@@ -604,3 +604,16 @@ def test_select_against_a_dynamic_update_slice_selects_in_the_window(kept):
   s = f32[2] select(ps, {"old, x" if kept else "x, old"})
   ROOT out = f32[8] dynamic-update-slice(xs, s, i)""")
     assert prove_equivalent(before, after, fp_mode="strict")[0]
+
+
+def test_a_window_as_large_as_the_array_is_the_array():
+    # Every start clamps to 0, whatever the index.
+    assert root_form("""
+  p0 = f32[3,4] parameter(0)
+  i = s32[] parameter(1)
+  ROOT ds = f32[3,4] dynamic-slice(p0, i, i), dynamic_slice_sizes={3,4}""") == "p0"
+    assert root_form("""
+  p0 = f32[3,4] parameter(0)
+  p1 = f32[3,4] parameter(1)
+  i = s32[] parameter(2)
+  ROOT dus = f32[3,4] dynamic-update-slice(p0, p1, i, i)""") == "p1"
