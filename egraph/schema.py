@@ -252,3 +252,22 @@ def rule(query: Sequence[str], actions: Sequence[str], ruleset: str, name: str =
     named = f' :name "{name}"' if name else ""
     return (f"(rule ({' '.join(query)})\n      ({' '.join(actions)})\n"
             f"      :ruleset {ruleset}{named})")
+
+
+# (OperandOf xs k x): operand k of an OpV term whose operands are xs is x. Rules that read
+# the operands of an operand list one by one (rule_emit.Emitter.element) join on it rather
+# than compute them with vec-get: egglog would otherwise enumerate a table for each
+# computed operand. Each such rule fills the rows it reads with a companion rule
+# (operand_of) that runs with its host requests, where its opcode is present.
+OPERAND_OF = "OperandOf"
+
+
+def operand_of_relation() -> str:
+    return relation(OPERAND_OF, ["TermVec", "i64", "Term"])
+
+
+def operand_of(op: str, k: int) -> tuple[str, str]:
+    """(query, action) of the rule recording operand k of the OpV terms of opcode `op` (an
+    egglog string)."""
+    return (f"{eq('e', f'(OpV {op} xs a t)')} {eq('x', atom('vec-get', 'xs', k))}",
+            atom(OPERAND_OF, "xs", k, "x"))

@@ -46,6 +46,18 @@ class Name(Node):
 
 
 @dataclass(frozen=True)
+class Operands(Node):
+    """`idx...` as an operation's last operand: the list of its remaining operands (one
+    variable for all of them, however many the instruction has); on the right side also a
+    function of such lists, `pick(idx, d)...`."""
+    value: object           # a Name, or a Call on the right side
+
+    @property
+    def name(self) -> str:
+        return to_text(self.value)
+
+
+@dataclass(frozen=True)
 class Number(Node):
     """A number: a splat constant in operand position, a plain value elsewhere."""
     text: str
@@ -219,6 +231,9 @@ class _Builder(Transformer):
             elif keywords:
                 raise a.pos.error("positional argument after keyword arguments") \
                     if hasattr(a, "pos") else self._pos(name_tok).error("bad argument order")
+            elif positional and isinstance(positional[-1], Operands):
+                raise a.pos.error(f"'{positional[-1].name}...' stands for the remaining "
+                                  "operands: it must be the last one")
             else:
                 positional.append(a)
         names = [k for k, _ in keywords]
@@ -232,6 +247,9 @@ class _Builder(Transformer):
 
     def keyword(self, c):
         return ("keyword", c[0].value, c[1])
+
+    def operands(self, c):
+        return Operands(c[0], pos=c[0].pos)
 
     def name(self, c):
         return Name(c[0].value, pos=self._pos(c[0]))
@@ -354,6 +372,8 @@ def to_text(node) -> str:
         return '"' + node.value + '"'
     if isinstance(node, Number):
         return node.text
+    if isinstance(node, Operands):
+        return to_text(node.value) + "..."
     return node.name
 
 

@@ -28,7 +28,8 @@ from ..rule_compiler.guard_ir import (Apply, Compare, Lit, SplatOf, TypeOf, Var,
                                        splat_key)
 from ..rule_compiler.rule_ir import PNode, RNode, RuleIR
 from ..rule_compiler.rule_types import REWRITE_OP_CLASSES, operand_type
-from .samplers import DTYPE_CHOICES, FITTED_OPERANDS, FREE, SAMPLERS, Reject, no_free_fields
+from .samplers import (DTYPE_CHOICES, FITTED_OPERANDS, FREE, OPERAND_LISTS, SAMPLERS, Reject,
+                       no_free_fields, update_shape)
 
 # Ops whose sampler takes any shape the position expects (samplers.py).
 ADAPTABLE = frozenset({"broadcast", "reshape", "convert", "iota", "bitcast"})
@@ -230,6 +231,9 @@ class Instantiator:
                 exp = self._fit_operand(node, shapes, fit)
             if exp is None and i == 0 and expected is not None:
                 exp = self._moved_operand(node, expected)
+            if exp is None and node.op == "dynamic-update-slice" and i == 1:
+                array_shape = shapes[0] or expected
+                exp = None if array_shape is None else update_shape(self, array_shape)
             if exp is None and node.op == "concatenate":
                 exp = self._concatenated(node, expected, shapes)
                 child = node.children[i]
@@ -244,6 +248,8 @@ class Instantiator:
         result = SAMPLERS.get(op, no_free_fields)(self, shapes, fields, expected)
         self._bind_free(node, free, fields)
         attrs = ir_attrs(op, fields, shapes, b)
+        if node.rest:
+            insts += self._operand_list(node.rest, op, shapes, fields, b)
         if result is None:
             if op not in INFERABLE or op == "broadcast":
                 if expected is None:
@@ -251,7 +257,7 @@ class Instantiator:
                 result = expected
             else:
                 try:
-                    result = infer_shape(op, shapes, attrs)
+                    result = infer_shape(op, [i.shape for i in insts], attrs)
                 except HloError as e:
                     raise Reject(f"invalid {op} ({_first_words(e.message)})") from None
         if expected is not None and not result.compatible(expected):
@@ -329,6 +335,25 @@ class Instantiator:
         self.env[splat_key(var)] = text
         return self._bind(var, inst)
 
+    def _operand_list(self, var: str, op: str, shapes, fields, b: _Builder) -> list:
+        """The operands `var...` stands for: those bound before, or drawn for `op`
+        (constants or parameters, samplers.OPERAND_LISTS)."""
+        if var not in self.insts:
+            if op not in OPERAND_LISTS:
+                raise Reject(f"no operand lists for {op}")
+            out = []
+            for dtype, value in OPERAND_LISTS[op](self, shapes, fields):
+                if value is None:
+                    inst = b.add("parameter", array(dtype), parameter_number=len(self.params))
+                    self.params.append(inst)
+                else:
+                    inst = b.add("constant", array(dtype),
+                                 literal=np.asarray(value, DTYPES[dtype].numpy))
+                out.append(inst)
+            self.insts[var] = out
+            self.env[var] = tuple(out)
+        return self.insts[var]
+
     def _bind(self, var: str, inst: Instruction) -> Instruction:
         self.insts[var] = inst
         self.env[var] = inst.shape
@@ -404,7 +429,12 @@ class Instantiator:
             text = node.splat if node.value is None else str(self.value(node.value))
             return b.splat(text, shape)
         op = self.env[node.op_var] if node.op_var else node.op
-        children = [self.rhs(c, b, copies) for c in node.children]
+        children = []
+        for c in node.children:
+            if c.kind == "operands":
+                children += [self._copy(i, b, copies) for i in self.value(c.value)]
+            else:
+                children.append(self.rhs(c, b, copies))
         fields = {name: self.value(v) for name, v in node.attrs}
         attrs = ir_attrs(op, fields, [c.shape for c in children], b)
         return b.add(op, shape, children, attrs)

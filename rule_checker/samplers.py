@@ -345,11 +345,55 @@ def scatter_updates(inst, shapes, fields):
 # Operands drawn last, shaped by a function of the others and the op's attributes.
 FITTED_OPERANDS = {"scatter": (2, scatter_updates)}
 
+def _dynamic_slice(inst, shapes, fields, expected):
+    rng = inst.rng
+    _fill(fields, "dynamic_slice_sizes", lambda: tuple(
+        n if rng.random() < 0.3 else int(rng.integers(n + 1)) for n in shapes[0].dims))
+    return no_free_fields(inst, shapes, fields, expected)
+
+
 SAMPLERS = {
     "transpose": _transpose, "reverse": _reverse, "reduce": _reduce, "broadcast": _broadcast,
     "reshape": _reshape, "convert": _convert, "bitcast-convert": _bitcast_convert,
     "iota": _iota, "slice": _slice, "pad": _pad, "concatenate": _concatenate,
     "compare": _compare, "dot": _dot, "gather": _gather, "bitcast": _bitcast,
     "custom-call": _custom_call, "copy": _copy, "reduce-window": _reduce_window,
-    "reduce-precision": _reduce_precision,
+    "reduce-precision": _reduce_precision, "dynamic-slice": _dynamic_slice,
 }
+
+# --- operand lists (`i...`) ------------------------------------------------------------------
+# Start indices of dynamic slices: XLA clamps each start into [0, size - window], so half
+# of them are drawn outside that range (negative, or past the end) to test that a rule
+# clamps as the original does; a third are parameters (the checker's edge values).
+INDEX_DTYPES = ("s32", "u32", "s64", "s8")
+
+
+def window(shapes, fields) -> tuple[int, ...]:
+    """The window a dynamic slice reads or a dynamic-update-slice writes."""
+    if "dynamic_slice_sizes" in fields:
+        return tuple(fields["dynamic_slice_sizes"])
+    return shapes[1].dims
+
+
+def start_indices(inst, shapes, fields) -> list[tuple[str, int | None]]:
+    """(element type, value; None for a parameter) of each start index, one per dimension
+    of the sliced array."""
+    rng = inst.rng
+    dtype = INDEX_DTYPES[rng.integers(len(INDEX_DTYPES))]
+    low = 0 if DTYPES[dtype].kind == "uint" else -2
+    out = []
+    for n, w in zip(shapes[0].dims, window(shapes, fields)):
+        value = int(rng.integers(low, max(n - w, 0) + 3))
+        out.append((dtype, None if rng.random() < 0.3 else value))
+    return out
+
+
+def update_shape(inst, array_shape):
+    """An update for a dynamic-update-slice of `array_shape`: each dim at most the array's."""
+    rng = inst.rng
+    return array(array_shape.element_type, [n if rng.random() < 0.3 else int(rng.integers(n + 1))
+                                            for n in array_shape.dims])
+
+
+# op -> what its `i...` operands are drawn as, given its other operands and attributes.
+OPERAND_LISTS = {"dynamic-slice": start_indices, "dynamic-update-slice": start_indices}

@@ -30,7 +30,8 @@ from .rule_functions import COMPARISONS, FUNCTIONS
 
 KIND_NAMES = {"ints": "a list of integers", "int": "an integer", "str": "a name or string",
               "op": "an op class", "dtype": "an element type", "type": "a term",
-              "splat": "a constant", "term": "a term", "kernel": "a kernel", "bool": "a guard"}
+              "splat": "a constant", "term": "a term", "kernel": "a kernel", "bool": "a guard",
+              "operands": "a list of operands (name...)"}
 # Parameter kinds that read the e-graph (a term itself, a constant's value): rules only.
 EGRAPH_KINDS = frozenset({"term", "splat"})
 # Kinds that are not values: a term is compared through its type, a kernel through its facts.

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..dtypes import DTYPES
-from ..grammar.rules_parser import Call, Fold, Name, Number, Pos, Rule
+from ..grammar.rules_parser import Call, Fold, Name, Number, Operands, Pos, Rule
 from ..ops import COMMUTATIVE, OPS, VARIADIC
 from ..egraph.constants import number_text
 from .guard_analysis import (KIND_NAMES, GuardAnalysis, Scope, analyze_guards, describe,
@@ -38,6 +38,13 @@ SHAPE = "shape"     # `reshape(x, shape=d)` on the right side gives the new term
 def fields_of(op: str) -> list[tuple[str, str]]:
     """(name, value kind) of an opcode's attributes, `rest` last (every other attribute)."""
     return [(n, FIELD_KINDS[k]) for n, k in ATTR_FIELDS.get(op, ())] + [("rest", "str")]
+
+
+def split_operands(term: Call) -> tuple[Call, Operands | None]:
+    """(the call without a trailing `idx...`, that Operands or None)."""
+    if term.args and isinstance(term.args[-1], Operands):
+        return dataclasses.replace(term, args=term.args[:-1]), term.args[-1]
+    return term, None
 
 
 def analyze_rule(rule: Rule) -> RuleIR:
@@ -108,7 +115,12 @@ class _RuleAnalysis(GuardAnalysis):
                                  f"{describe(term)}")
         term, alias = self.split_keyword(term, ALIAS)
         info = self.op_info(term)
+        term, rest = split_operands(term)
         children = [self.pattern(a) for a in term.args]
+        if rest is not None and not isinstance(rest.value, Name):
+            raise rest.pos.error("on the left side, 'name...' binds the remaining operands "
+                                 "to a variable")
+        rest_var = self.bind(rest.value, "operands").name if rest else ""
         attrs = self.lhs_attrs(term, k)
         direction = dict(attrs).get("direction")
         commutative = term.name in COMMUTATIVE or (
@@ -118,7 +130,8 @@ class _RuleAnalysis(GuardAnalysis):
         in_class = term.name in REWRITE_OP_CLASSES
         op_var = self.bind(Name(term.name, pos=term.pos), "op").name if in_class else ""
         return PNode(var, info.name, term.pos, children, attrs, f"i_t{k}",
-                     commutative=commutative and len(children) == 2, op_var=op_var)
+                     commutative=commutative and len(children) == 2, op_var=op_var,
+                     rest=rest_var)
 
     def split_keyword(self, term: Call, key: str):
         """(the call without keyword `key`, that keyword's value or None)."""
@@ -150,6 +163,10 @@ class _RuleAnalysis(GuardAnalysis):
                 raise term.pos.error(f"'{term.name}' builds a constant: it can only appear on "
                                      "the right side")
             raise term.pos.error(f"unknown op '{term.name}'{suggest(term.name, OPS)}")
+        if term.args and isinstance(term.args[-1], Operands) and info.arity != VARIADIC:
+            raise term.args[-1].pos.error(f"'{term.args[-1].name}...' stands for the remaining "
+                                          f"operands of an op that takes any number of them; "
+                                          f"{term.name} takes {info.arity}")
         if info.arity != VARIADIC and len(term.args) != info.arity:
             raise term.pos.error(f"{term.name} takes {info.arity} operand"
                                  f"{'' if info.arity == 1 else 's'}, got {len(term.args)}")
@@ -212,6 +229,14 @@ class _RuleAnalysis(GuardAnalysis):
         self.rnodes += 1
         return RNode(kind, self.rnodes, pos, type_, **kw)
 
+    def operands_ref(self, rest: Operands) -> RNode:
+        """`i...` (bound by `i...` on the left side) or a function of such lists."""
+        if isinstance(rest.value, Name) and rest.value.name not in self.vars:
+            raise rest.pos.error(f"'{rest.name}...' must be bound by '{rest.name}...' on the "
+                                 "left side")
+        value = self.expect(self.value(rest.value), "operands", rest.value)
+        return self.new_rnode("operands", rest.pos, None, value=value)
+
     def term_ref(self, term: Name) -> Var:
         if term.name == "root":
             return Var(ROOT, "term")
@@ -255,6 +280,7 @@ class _RuleAnalysis(GuardAnalysis):
                                  + ("; write a number" if info.name == "constant" else ""))
         op_var = self.class_var(term)
         attrs = self.rhs_attrs(term)
+        term, rest = split_operands(term)
         operand_types = [self.bottom_up(a) for a in term.args]
         if shape is not None:
             if expected is not None:
@@ -272,6 +298,8 @@ class _RuleAnalysis(GuardAnalysis):
         children = [self.build(a, None if t is not None else operand_type(
             term.name, i, result, operand_types)) for i, (a, t) in enumerate(
             zip(term.args, operand_types))]
+        if rest is not None:
+            children.append(self.operands_ref(rest))
         full = []
         for name, _ in fields_of(term.name):
             value = attrs.get(name, DEFAULTS.get((term.name, name)))
@@ -336,7 +364,7 @@ class _RuleAnalysis(GuardAnalysis):
             return self.bottom_up(term.args[0])
         if isinstance(term, Call) and (term.name in OPS or term.name in REWRITE_OP_CLASSES):
             term, shape = self.split_keyword(term, SHAPE)
-            types = [self.bottom_up(a) for a in term.args]
+            types = [self.bottom_up(a) for a in split_operands(term)[0].args]
             if shape is not None:
                 return self.shaped_type(term, shape, types)
             return result_type(term.name, types, self.rhs_attrs(term))

@@ -1,8 +1,9 @@
 """RuleIR -> egglog `rule` commands in the term encoding of schema.py.
 
 One DSL rule becomes one egglog rule per *variant*: each commutative node matches in either
-operand order and each right-side splat of unknown rank is a bare scalar (rank 0) or a
-broadcast of one. Variants are discovered while emitting: `choose` raises NeedChoice the
+operand order, each right-side splat of unknown rank is a bare scalar (rank 0) or a
+broadcast of one, and each operand list (`i...`) has one of a few lengths, which decides
+whether its terms are Op1..Op3 or OpV (Emitter.with_operands). Variants are discovered while emitting: `choose` raises NeedChoice the
 first time it meets a decision, and `emit_rule` re-emits once per option. Left-side splats
 need no variants: they match the constant analysis (schema.CONSTANT) in any form. Everything
 that can fail (functions, type lookups) is bound in the query; actions only build terms. A
@@ -21,7 +22,7 @@ from ..egraph.schema import (array_type, atom, attr, attr_constructor, eq, query
                              relation, rule, splat_atom, union)
 from ..egraph.terms import egg_string
 from ..ops import OPS
-from .guard_ir import Apply, Compare, Lit, MakeType, SplatOf, TypeOf, Var
+from .guard_ir import Apply, Compare, Lit, MakeType, SplatOf, TypeOf, Var, names_read
 from .rule_functions import COMPARISONS, FUNCTIONS, TypeParts
 from .rule_ir import ROOT, PNode, RNode, RuleIR
 from .rule_types import CLASS_REPRESENTATIVE, REWRITE_OP_CLASSES
@@ -34,6 +35,13 @@ CLASS_DECLARATIONS = "\n".join([relation("OpClass", ["String", "String"])] + [
 _ATOMIC = re.compile(r'[A-Za-z_][\w\-]*|-?\d+|"[^"]*"|\(vec-range 0\)')
 
 
+# The lengths a `name...` operand list is matched at: exactly 1, 2 or 3, or 4 and more
+# (Emitter.with_operands); a list a function reads (`starts(i)`) at each exact length up
+# to MAX_READ_OPERANDS (functions of longer lists have no value).
+REST_LENGTHS = (1, 2, 3, 4)
+MAX_READ_OPERANDS = 8
+READ_LENGTHS = tuple(range(1, MAX_READ_OPERANDS + 1))
+
 # How to make a computed copy of a value, per kind (see Emitter.value).
 FILTER_COPY = {"dtype": '""', "int": "0"}     # the value added to make the copy
 _VARIABLE = re.compile(r"[iv]_\w+")
@@ -43,6 +51,10 @@ def is_leaf(op: str) -> bool:
     """Operand-less opcodes (parameter, constant, iota, ...) are Leaf terms; after-all() is
     an OpV without operands."""
     return OPS[CLASS_REPRESENTATIVE.get(op, op)].arity == 0
+
+
+class Infeasible(Exception):
+    """This combination of choices can never match (a variant not worth a rule)."""
 
 
 class NeedChoice(Exception):
@@ -61,8 +73,18 @@ class Emitter:
         self.type_parts: dict[str, TypeParts] = {}
         self.types: dict[str, str] = dict(types or {})    # term variable -> its type variable
         self.calls: dict[str, set] = defaultdict(set)     # function row -> literal arguments
-        self.requests: list[tuple[str, str]] = []         # host calls: (query, action)
+        # host calls and the OperandOf rows rules read: (query, action)
+        self.requests: list[tuple[str, str]] = []
         self.lookups: dict[str, str] = {}       # host lookup atom -> the variable it binds
+        # Checks of values computed in the query (an operand list's length): egglog
+        # evaluates `(= 1 (vec-length v))` where it stands, so they go after every binding.
+        self.checks: list[str] = []
+        self.read_lists: set[str] = set()       # operand lists some function reads
+        self.lengths: dict[str, int] = {}       # operand lists a function built: their length
+        # Where a list's operands are: the variables that hold them, or (the operand vector
+        # of the OpV they are in, the position of the first, its opcode); see `element`.
+        self.items: dict[str, list[str]] = {}
+        self.sources: dict[str, tuple[str, int]] = {}
 
     def choose(self, key, options: int) -> int:
         if key not in self.choices:
@@ -181,26 +203,105 @@ class Emitter:
         if node.op_var:
             self.atom(atom("OpClass", egg_string(node.op), node.op_var))
         expr = self.term(node.op, children, node.attrs, node.type_var, key=f"{node.var}_k",
-                         operands=f"{node.var}_xs", op_var=node.op_var)
+                         operands=f"{node.var}_xs", op_var=node.op_var, rest=node.rest)
         self.atom(eq(node.var, expr))
         if node.var == ROOT:
             self.root_expr = expr
         return node.var
 
     def term(self, op: str, children: list[str], attrs, type_text: str, key: str,
-             operands: str | None = None, op_var: str = "") -> str:
+             operands: str | None = None, op_var: str = "", rest: str = "") -> str:
         """A term; with `operands`, an OpV's operands are matched through that variable;
-        with `op_var`, its opcode is that variable's (an op class)."""
+        with `op_var`, its opcode is that variable's (an op class); with `rest`, the
+        operand list variable of `name...` follows the children."""
         fields = attr(attr_constructor(op), [self.value(v) for _, v in attrs])
         name = op_var or egg_string(op)
         if is_leaf(op):
             return schema.leaf(name, key, fields, type_text)
+        if rest:
+            return self.with_operands(name, children, rest, fields, type_text, operands)
         if operands is None or 1 <= len(children) <= 3:
             return schema.node(name, children, fields, type_text)
         self.atom(eq(len(children), atom("vec-length", operands)))
         for i, child in enumerate(children):
             self.atom(eq(child, atom("vec-get", operands, i)))
         return atom("OpV", name, operands, fields, type_text)
+
+    def with_operands(self, name: str, children: list[str], rest: str, fields: str,
+                      type_text: str, operands: str | None) -> str:
+        """A term whose operands are `children` then the list `rest` (`name...`). The list's
+        length is one choice per list variable (1, 2, 3, or more: REST_LENGTHS), the same
+        at every use, and decides the term's form (Op1..Op3, or OpV from 4 operands on). On
+        the left side (`operands` given) the list is bound from the matched operands, on
+        the right side its elements are read from it."""
+        length = self.operand_length(rest)
+        if len(children) + length <= 3:
+            if operands is not None:
+                items = self.items[rest] = [f"{operands}_{j}" for j in range(length)]
+                self.atom(eq(rest, atom("vec-of", *items)))
+            else:
+                items = [self.bind(atom("vec-get", rest, j)) for j in range(length)]
+            return schema.node(name, children + items, fields, type_text)
+        if operands is None:
+            return atom("OpV", name, atom("vec-append", schema.vec_of(children), rest),
+                        fields, type_text)
+        for i, child in enumerate(children):
+            self.atom(eq(child, atom("vec-get", operands, i)))
+        dropped = operands
+        for _ in children:
+            dropped = atom("vec-remove", dropped, 0)
+        self.atom(eq(rest, dropped))
+        self.sources[rest] = (operands, len(children), name)
+        return atom("OpV", name, operands, fields, type_text)
+
+    def operand_length(self, rest: str) -> int:
+        """The length of operand list `rest` in this variant (REST_LENGTHS' last: at least
+        that), checked once the query has bound everything."""
+        if rest in self.lengths:
+            return self.lengths[rest]
+        lengths = READ_LENGTHS if rest in self.read_lists else REST_LENGTHS
+        length = lengths[self.choose(("rest", rest), len(lengths))]
+        size = atom("vec-length", rest)
+        open_ended = lengths is REST_LENGTHS and length == lengths[-1]
+        check = atom("<=", length, size) if open_ended else eq(length, size)
+        if check not in self.checks:
+            self.checks.append(check)
+        return length
+
+    def operand_values(self, rest: str) -> str:
+        """`starts(i)`: the vector of the integer values of the constants in list `rest`."""
+        items = [self.value(Apply("value", (SplatOf(self.element(rest, j)),)))
+                 for j in range(self.operand_length(rest))]
+        return atom("vec-of", *items)
+
+    def element(self, rest: str, j: int) -> str:
+        """A variable bound to operand j of list `rest`, by a table atom where the list
+        comes from the left side: egglog joins those, while it would enumerate every
+        candidate of a variable that only a vec-get computes."""
+        if rest in self.items:
+            return self.items[rest][j]
+        if rest in self.sources:
+            operands, first, op = self.sources[rest]
+            var = f"{operands}_{first + j}"
+            self.atom(atom(schema.OPERAND_OF, operands, first + j, var))
+            if schema.operand_of(op, first + j) not in self.requests:
+                self.requests.append(schema.operand_of(op, first + j))
+            return var
+        return self.bind(atom("vec-get", rest, j))
+
+    def pick_operands(self, rest: str, picked: str) -> str:
+        """`pick(i, d)`: the operands of list `rest` at the positions `picked`, in order (its
+        length is a choice, at most the list's)."""
+        length = self.operand_length(rest)
+        count = READ_LENGTHS[self.choose(("pick", rest, picked), len(READ_LENGTHS))]
+        if count > length:
+            raise Infeasible
+        self.checks.append(eq(count, atom("vec-length", picked)))
+        items = [self.bind(atom("vec-get", rest, atom("vec-get", picked, j)))
+                 for j in range(count)]
+        out = self.bind(atom("vec-of", *items))
+        self.lengths[out] = count
+        return out
 
     # --- right side ----------------------------------------------------------------------
 
@@ -223,8 +324,11 @@ class Emitter:
             scalar = schema.leaf('"constant"', 0, value, array_type(parts.dtype, vec([]), '""'))
             return schema.node('"broadcast"', [scalar], attr(attr_constructor("broadcast"),
                                                       [vec([]), '""']), type_text)
-        children = [self.build(c) for c in node.children]
-        return self.term(node.op, children, node.attrs, type_text, key="0", op_var=node.op_var)
+        rest = self.value(node.children[-1].value) \
+            if node.children and node.children[-1].kind == "operands" else ""
+        children = [self.build(c) for c in node.children[:len(node.children) - bool(rest)]]
+        return self.term(node.op, children, node.attrs, type_text, key="0", op_var=node.op_var,
+                         rest=rest)
 
 
 def static_length(v) -> int | None:
@@ -246,11 +350,16 @@ def emit_rule(ir: RuleIR) -> tuple[list[tuple[str, str]], list[tuple[str, str]],
                                    dict[str, set]]:
     """[(query, actions)] per distinct variant, [(query, action)] per distinct host-call
     request, and the function calls the variants make."""
+    read = read_lists(ir)
+
     def emit(em: Emitter) -> str:
+        em.read_lists = read
         em.pattern(ir.lhs)
         for g in ir.guards:
             em.value(g)
         actions = [union(ROOT, em.build(ir.rhs))]
+        for check in em.checks:
+            em.atom(check)
         if ir.subsume:
             actions.append(schema.subsume(em.root_expr))
         return " ".join(actions)
@@ -266,6 +375,20 @@ def emit_rule(ir: RuleIR) -> tuple[list[tuple[str, str]], list[tuple[str, str]],
     return out, requests, calls
 
 
+def read_lists(ir: RuleIR) -> set[str]:
+    """The operand lists (`i...`) that the rule's guards and attribute values read."""
+    lists, values = set(), list(ir.guards)
+    nodes: list = [ir.lhs, ir.rhs]
+    while nodes:
+        node = nodes.pop()
+        lists.add(getattr(node, "rest", ""))
+        values += [v for _, v in node.attrs if v is not None]
+        if isinstance(node, RNode):
+            values += [node.type, node.value] if node.kind == "operands" else [node.type]
+        nodes += node.children
+    return lists & set().union(*(names_read(v) for v in values if v is not None))
+
+
 def _variants(emit, types: dict[str, str] | None = None):
     """Run `emit(emitter)` once per combination of the choices it meets; yields
     (emitter, result) in a deterministic order."""
@@ -277,6 +400,8 @@ def _variants(emit, types: dict[str, str] | None = None):
             result = emit(em)
         except NeedChoice as need:
             stack.extend({**choices, need.key: i} for i in reversed(range(need.options)))
+            continue
+        except Infeasible:
             continue
         yield em, result
 

@@ -30,8 +30,8 @@ from ..errors import HloError
 from ..shape import Shape, array
 from ..egraph.constants import number_text, representable
 from ..grammar.hlo_parser import shape_from_text
-from ..egraph.schema import (DTYPE_CLASSES, atom, constant_atom, function, relation, set_value,
-                             vec_of)
+from ..egraph.schema import (DTYPE_CLASSES, atom, constant_atom, function, operand_of_relation,
+                             relation, set_value, vec_of)
 from ..egraph.terms import egg_string
 from ..shape_rules import window_output_dims
 
@@ -161,6 +161,34 @@ def _int_of_text_py(text):
         return _i64(int(text))
     except ValueError:
         raise NoValue from None
+
+
+def _starts_py(operands):
+    """The integers of an operand list (instructions, in the checker) whose every operand is
+    a scalar integer constant."""
+    if any(o.opcode != "constant" or o.shape.rank or not DTYPES[o.shape.element_type].is_integral
+           for o in operands):
+        raise NoValue
+    return tuple(int(o.literal) for o in operands)
+
+
+def _pick_py(items, positions):
+    _check_index(positions, len(items))
+    if not positions:           # an empty list of operands: no term holds one
+        raise NoValue
+    return tuple(items[i] for i in positions)
+
+
+def _clamp_starts_py(starts, dims, window):
+    if not len(starts) == len(dims) == len(window) or any(w > n for n, w in zip(dims, window)):
+        raise NoValue
+    return tuple(min(max(s, 0), n - w) for s, n, w in zip(starts, dims, window))
+
+
+def _repeat_py(v, n):
+    if n < 0:
+        raise NoValue
+    return (v,) * n
 
 
 # --- tables of facts -----------------------------------------------------------------------
@@ -638,6 +666,17 @@ _ROWS = [
        doc="every value of element type a is a value of b (a -> b -> a is the identity)"),
     Fn("fits", ("int", "dtype"), "bool", egg=_fits_egg, py=_fits_py, facts=_fits_facts,
        doc="the integer n is exactly a value of the element type (floats: |n| <= 2^mantissa)"),
+    Fn("starts", ("operands",), "ints", egg=lambda ctx, a: ctx.operand_values(a[0]),
+       py=_starts_py, facts=lambda calls: operand_of_relation(),
+       doc="the values of an operand list i... whose operands are all scalar integer "
+           "constants (no value otherwise)"),
+    Fn("pick", ("operands", "ints"), "operands", egg=lambda ctx, a: ctx.pick_operands(*a),
+       py=_pick_py, doc="the operands of i... at the positions d, in order"),
+    Fn("clamp_starts", ("ints", "ints", "ints"), "ints", egg=None, host=True,
+       py=_clamp_starts_py, doc="each start moved into [0, dim - window], as XLA clamps the "
+       "start indices of dynamic slices"),
+    Fn("repeat", ("int", "int"), "ints", egg=None, host=True, py=_repeat_py,
+       doc="a list of n copies of v"),
     # Used by the compiler to derive the types of new terms and to guard their constants.
     Fn("slice_dims", ("ints", "ints", "ints"), "ints", egg=None, host=True, py=_slice_dims_py,
        doc="result dims of a slice", public=False),
@@ -659,8 +698,6 @@ _ROWS = [
     Fn("reshaped_padding", ("ints", "ints", "ints", "ints"), "ints", egg=None, host=True,
        py=_reshaped_padding_py,
        doc="a pad's per-dim list moved through a reshape that keeps its padded dims verbatim"),
-    Fn("minus_each", ("ints", "ints"), "ints", egg=None, host=True,
-       py=_each(lambda a, b: a - b), doc="element-by-element difference"),
     Fn("gather_dims", ("ints", "ints", "ints", "ints", "int", "ints", "ints"), "ints",
        egg=None, host=True, py=_gather_dims_py,
        doc="a gather's result dims; given per-dim lists in place of the slice sizes and the "

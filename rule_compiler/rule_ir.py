@@ -28,13 +28,16 @@ class PNode:
     splat: str | None = None
     commutative: bool = False
     op_var: str = ""        # set when `op` is an op class: the variable naming the matched op
+    rest: str = ""          # `idx...` after the children: the variable of the remaining operands
 
 
 @dataclass
 class RNode:
     """One node of the right side: a reference to a bound term ("ref"), a new instruction
-    ("op"), or a splat constant ("splat", of the text `splat` or the integer `value`);
-    `type` is the value of its result type."""
+    ("op"), a splat constant ("splat", of the text `splat` or the integer `value`), or, as
+    an op's last child, a list of operands ("operands": `value` is the list, `i` bound by
+    `i...` or a function of such lists); `type` is the value of its result type (None for
+    "operands")."""
     kind: str
     id: int
     pos: Pos
@@ -44,7 +47,7 @@ class RNode:
     children: list[RNode] = field(default_factory=list)
     attrs: list[tuple[str, object]] = field(default_factory=list)
     splat: str = ""
-    value: object = None    # a computed splat: its integer value (splat is then "")
+    value: object = None    # a computed splat: its integer value (splat is then ""); a list
     op_var: str = ""        # a new op of an op class: the variable naming it
 
 

@@ -97,12 +97,18 @@ def _concatenate(types, attrs):
     if len(types) != 2 or None in types or d is None:
         return None
     return MakeType(dtype(types[0]), Apply("concat_dims", (dims(types[0]), dims(types[1]), d)))
+def _dynamic_slice(types, attrs):
+    x, sizes = types[0], attrs.get("dynamic_slice_sizes")
+    if x is None or sizes is None:
+        return None
+    return MakeType(dtype(x), sizes)
 
 
 _STRUCTURED = {
     "reduce-precision": _same_as_operand, "reverse": _same_as_operand,
     "transpose": _transpose, "slice": _slice, "pad": _pad,
     "scatter": _same_as_operand, "gather": _gather, "concatenate": _concatenate,
+    "dynamic-slice": _dynamic_slice, "dynamic-update-slice": _same_as_operand,
 }
 
 
@@ -137,7 +143,7 @@ def operand_type(op: str, i: int, result, operands: list):
         if rule != "same":
             return None
         return result if result is not None else _first(operands, main)
-    if op in ("reverse", "reduce-precision", "scatter") and i == 0:
+    if op in ("reverse", "reduce-precision", "scatter", "dynamic-update-slice") and i == 0:
         return result
     if op == "pad" and i == 1:
         t = operands[0] if operands[0] is not None else result

@@ -138,6 +138,16 @@ ERRORS = [
      "'unary' stands for the op it matched on the left side"),
     ("list as a constant", "rule a: negate(x) => multiply(x, dims(x))", 1, 34,
      "only an integer-valued one can stand for a constant"),
+    ("operand list not last", "rule a: dynamic-slice(x, i..., y) => x", 1, 32,
+     "'i...' stands for the remaining operands: it must be the last one"),
+    ("operand list of a fixed arity", "rule a: negate(x...) => x", 1, 16,
+     "'x...' stands for the remaining operands of an op that takes any number"),
+    ("operand list unbound", "rule a: dynamic-slice(x, i...) => dynamic-slice(x, j...)", 1, 52,
+     "'j...' must be bound by 'j...' on the left side"),
+    ("operand list as a term", "rule a: dynamic-slice(x, i...) => i", 1, 35,
+     "'i' is a list of operands (name...), not a term"),
+    ("function of lists on the left", "rule a: dynamic-slice(x, pick(i, {0})...) => x", 1, 26,
+     "on the left side, 'name...' binds the remaining operands to a variable"),
 ]
 
 
@@ -580,6 +590,8 @@ def test_function_rows_mean_the_same_in_egglog_and_python(name):
     fn = FUNCTIONS[name]
     if "term" in fn.params:
         pytest.skip("a guard about e-classes (see test_constants_are_recognized_as_such)")
+    if "operands" in fn.params:
+        pytest.skip("a function of operand lists (see test_functions_of_operand_lists)")
     rng = random.Random(name)
     for _ in range(40):
         eg = EGraph()
@@ -646,7 +658,10 @@ def _egg_literal(kind: str, value) -> str:
     # with window dim 2: indices dim 2 pairs with updates dim 1.
     ("scatter_concat_dims", (4, 1, (0,), (2,), 4), (2, 1)),
     ("scatter_concat_dims", (1, 1, (), (1,), 2), (0, 0)),
-    ("scatter_concat_dims", (2, 1, (0,), (1,), 2), NoValue)])
+    ("scatter_concat_dims", (2, 1, (0,), (1,), 2), NoValue),
+    ("clamp_starts", ((-2, 1, 7), (4, 4, 4), (2, 4, 3)), (0, 0, 1)),
+    ("clamp_starts", ((0,), (4,), (5,)), NoValue), ("minus_each", ((5, 2), (1, 3)), (4, -1)),
+    ("repeat", (1, 3), (1, 1, 1)), ("repeat", (0, 0), ()), ("repeat", (1, -1), NoValue)])
 def test_function_values(name, args, value):
     fn = FUNCTIONS[name].py
     if value is NoValue:
@@ -735,3 +750,54 @@ def test_an_e_graph_loads_the_rules_that_can_match_on_its_opcodes():
     ("index_of", ((0, 2, 5), (5, 0)), (2, 0)), ("index_of", ((0, 2), (1,)), NoValue)])
 def test_slicing_function_values(name, args, value):
     test_function_values(name, args, value)
+# --- operand lists (`i...`) -----------------------------------------------------------------
+
+def _dynamic_slice(operand: str, indices: list[str], sizes: str, t: str) -> str:
+    """A dynamic-slice term: Op2/Op3 up to two start indices, OpV from three on."""
+    operands = [operand, *indices]
+    if len(operands) <= 3:
+        return f'(Op{len(operands)} "dynamic-slice" {" ".join(operands)} (Av {sizes} "") {t})'
+    return f'(OpV "dynamic-slice" (vec-of {" ".join(operands)}) (Av {sizes} "") {t})'
+
+
+@pytest.mark.parametrize("rank", [1, 2, 3, 5])
+def test_an_operand_list_is_matched_and_rebuilt_at_every_length(rank):
+    eg = egraph("rule r: negate(dynamic-slice(x, i..., dynamic_slice_sizes=s))"
+                " => dynamic-slice(negate(x), i..., dynamic_slice_sizes=s)")
+    dims, window = " ".join(["4"] * rank), " ".join(["2"] * rank)
+    t_in, t_out = f'(T "f32" (vec-of {dims}) "")', f'(T "f32" (vec-of {window}) "")'
+    indices = [param(1 + j, S) for j in range(rank)]
+    sizes = f"(vec-of {window})"
+    run(eg, f"""
+(let $ds (Op1 "negate" {_dynamic_slice(param(0, t_in), indices, sizes, t_out)} (A "") {t_out}))
+{SATURATE}""")
+    moved = _dynamic_slice(f'(Op1 "negate" {param(0, t_in)} (A "") {t_in})', indices, sizes, t_out)
+    assert holds(eg, f"(= $ds {moved})")
+
+
+def test_functions_of_operand_lists():
+    """pick(i, d) takes operands by position; starts(i) reads constant indices, and has no
+    value while one of them is not a constant."""
+    eg = egraph("""
+rule t: dynamic-slice(transpose(x, dimensions=p), i..., dynamic_slice_sizes=s)
+    => transpose(dynamic-slice(x, pick(i, invert(p))..., dynamic_slice_sizes=compose(s, invert(p))),
+                 dimensions=p)
+rule c: dynamic-slice(x, i..., dynamic_slice_sizes=s)
+    => slice(x, start=starts(i), limit=plus_each(starts(i), s), stride=repeat(1, rank(x)))""")
+    t_x, t_xt = '(T "f32" (vec-of 4 6 8) "")', '(T "f32" (vec-of 8 4 6) "")'
+    t_out = '(T "f32" (vec-of 1 2 3) "")'
+    i0, i1 = param(1, S), const("1", S)
+    i2 = const("2", S)
+    x = param(0, t_x)
+    xt = f'(Op1 "transpose" {x} (Av (vec-of 2 0 1) "") {t_xt})'
+    run(eg, f"""
+(let $moved {_dynamic_slice(xt, [i0, i1, i2], "(vec-of 1 2 3)", t_out)})
+(let $fixed {_dynamic_slice(x, [i2, i1, i1], "(vec-of 1 2 3)", t_out)})
+{SATURATE}""")
+    inner_t = '(T "f32" (vec-of 2 3 1) "")'
+    inner = _dynamic_slice(x, [i1, i2, i0], "(vec-of 2 3 1)", inner_t)
+    assert holds(eg, f'(= $moved (Op1 "transpose" {inner} (Av (vec-of 2 0 1) "") {t_out}))')
+    assert holds(eg, f'(= $fixed (Op1 "slice" {x} (Avvv (vec-of 2 1 1) (vec-of 3 3 4) '
+                     f'(vec-of 1 1 1) "") {t_out}))')
+    assert not holds(eg, f'(= $moved (Op1 "slice" {xt} (Avvv (vec-of 0 1 2) (vec-of 1 3 5) '
+                         f'(vec-of 1 1 1) "") {t_out}))')

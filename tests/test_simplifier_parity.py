@@ -1181,3 +1181,102 @@ def test_sum_of_a_broadcast_too_long_for_a_constant_multiplies_dim_by_dim():
                     reducer("add", "bf16"), "fast")  # ReduceBroadcastScalarToBroadcastMultiply
     assert opcodes(out)[-2:] == ["multiply", "broadcast"]     # 17765 copies: 17792 in bf16
     assert form(out.entry.root) == "multiply(negate(p0), 17792)"
+# --- dynamic slicing (dynamic_slice.rules) ---------------------------------------------------
+
+def test_dynamic_slices_of_broadcasts_and_transposes_slice_their_operand():
+    # DynamicSliceOfBroadcast: the broadcast's operand takes the indices of its dimensions.
+    assert root_form("""
+  p0 = f32[10,20] parameter(0)
+  i0 = s32[] parameter(1)
+  i1 = s32[] parameter(2)
+  i2 = s32[] parameter(3)
+  b = f32[10,30,20] broadcast(p0), dimensions={0,2}
+  ROOT ds = f32[5,5,5] dynamic-slice(b, i0, i1, i2), dynamic_slice_sizes={5,5,5}""") \
+        == "broadcast(dynamic-slice(p0, p1, p3))"
+    # DynamicSliceOfTranspose: the indices follow the inverse permutation.
+    assert root_form("""
+  param = f32[12,10,8] parameter(0)
+  i0 = s32[] parameter(1)
+  i1 = s32[] parameter(2)
+  i2 = s32[] parameter(3)
+  t = f32[12,8,10] transpose(param), dimensions={0,2,1}
+  ROOT ds = f32[2,3,5] dynamic-slice(t, i0, i1, i2), dynamic_slice_sizes={2,3,5}""") \
+        == "transpose(dynamic-slice(p0, p1, p3, p2))"
+
+
+def test_constant_start_indices_become_the_clamped_window():
+    # DynamicSliceConvertedToConstantSliceWithConstantIndices, with starts out of range:
+    # XLA clamps row 5 to 1 (the last full window) before reading.
+    m = optimized("""
+  p0 = s32[2,4] parameter(0)
+  c5 = u32[] constant(5)
+  c1 = u32[] constant(1)
+  ROOT ds = s32[1,2] dynamic-slice(p0, c5, c1), dynamic_slice_sizes={1,2}""")
+    assert form(m.entry.root) == "slice(p0)"
+    assert m.entry.root.attrs["slice"] == ((1, 2, 1), (1, 3, 1))
+
+
+def test_updating_a_splat_at_a_constant_window_is_a_pad():
+    # DynamicUpdateSliceOfBroadcastToPadOob: start 2 clamps to 1, so one zero goes before.
+    m = optimized("""
+  z = f32[] constant(0)
+  b = f32[2] broadcast(z), dimensions={}
+  p0 = f32[1] parameter(0)
+  c2 = s32[] constant(2)
+  ROOT dus = f32[2] dynamic-update-slice(b, p0, c2)""")
+    assert form(m.entry.root) == "pad(p0, 0)"
+    assert m.entry.root.attrs["padding"] == ((1, 0, 0),)
+
+
+def test_adding_an_update_of_zeros_adds_inside_the_window_only():
+    # AddDynamicUpdateSliceToAddSliceOnLhs; x + 0 is x up to the sign of zero: not strict.
+    body = """
+  param0 = f32[4,12,512] parameter(0)
+  constant = f32[] constant(0)
+  broadcast = f32[4,12,512] broadcast(constant), dimensions={}
+  param1 = f32[1,12,512] parameter(1)
+  param2 = s32[] parameter(2)
+  constant.1 = s32[] constant(0)
+  dus = f32[4,12,512] dynamic-update-slice(broadcast, param1, param2, constant.1, constant.1)
+  ROOT add = f32[4,12,512] add(dus, param0)"""
+    assert root_form(body) == \
+        "dynamic-update-slice(p0, add(dynamic-slice(p0, p2, 0, 0), p1), p2, 0, 0)"
+    assert "dynamic-slice" not in opcodes(optimized(body, fp_mode="strict"))
+
+
+@pytest.mark.parametrize("kept", [False, True])
+def test_select_against_a_dynamic_update_slice_selects_in_the_window(kept):
+    # SelectDUSWithShapedPred (kept: ReverseSelectDUSWithShapedPred). Whether it pays is
+    # the cost model's choice; the rewrite is in the e-graph.
+    dus = "dynamic-update-slice(xs, x, i)"
+    before = module(f"""
+  p = pred[8] parameter(0)
+  xs = f32[8] parameter(1)
+  x = f32[2] parameter(2)
+  i = u32[] parameter(3)
+  dus = f32[8] {dus}
+  ROOT out = f32[8] select(p, {"xs, dus" if kept else "dus, xs"})""")
+    window = "ps = pred[2] dynamic-slice(p, i), dynamic_slice_sizes={2}\n" \
+             "  old = f32[2] dynamic-slice(xs, i), dynamic_slice_sizes={2}"
+    after = module(f"""
+  p = pred[8] parameter(0)
+  xs = f32[8] parameter(1)
+  x = f32[2] parameter(2)
+  i = u32[] parameter(3)
+  {window}
+  s = f32[2] select(ps, {"old, x" if kept else "x, old"})
+  ROOT out = f32[8] dynamic-update-slice(xs, s, i)""")
+    assert prove_equivalent(before, after, fp_mode="strict")[0]
+
+
+def test_a_window_as_large_as_the_array_is_the_array():
+    # Every start clamps to 0, whatever the index.
+    assert root_form("""
+  p0 = f32[3,4] parameter(0)
+  i = s32[] parameter(1)
+  ROOT ds = f32[3,4] dynamic-slice(p0, i, i), dynamic_slice_sizes={3,4}""") == "p0"
+    assert root_form("""
+  p0 = f32[3,4] parameter(0)
+  p1 = f32[3,4] parameter(1)
+  i = s32[] parameter(2)
+  ROOT dus = f32[3,4] dynamic-update-slice(p0, p1, i, i)""") == "p1"

@@ -242,3 +242,23 @@ def test_cli_exit_codes(tmp_path, capsys):
 def test_bitcasts_and_layout_constraints_are_drawn_in_other_layouts(text, status):
     v = verdict(text, trials=100)
     assert v.status == status, v.detail
+
+
+@pytest.mark.parametrize("text, status", [
+    # XLA clamps a start so the window fits: a slice at the unclamped start is not it.
+    ("rule r [strict]: dynamic-slice(x, i..., dynamic_slice_sizes=s) => slice(x, "
+     "start=min_each(starts(i), minus_each(dims(x), s)), limit=plus_each(min_each(starts(i), "
+     "minus_each(dims(x), s)), s), stride=repeat(1, rank(x)))", "unsound"),
+    ("rule r [strict]: dynamic-slice(x, i..., dynamic_slice_sizes=s) => slice(x, "
+     "start=clamp_starts(starts(i), dims(x), s), limit=plus_each(clamp_starts(starts(i), "
+     "dims(x), s), s), stride=repeat(1, rank(x)))", "sound"),
+    # Both windows clamp alike: the slice writes back what it read.
+    ("rule r [strict]: dynamic-update-slice(x, dynamic-slice(x, i..., "
+     "dynamic_slice_sizes=s), i...) => x", "sound"),
+    ("rule r [strict]: dynamic-slice(transpose(x, dimensions=p), i..., dynamic_slice_sizes=s)"
+     " => transpose(dynamic-slice(x, pick(i, p)..., dynamic_slice_sizes=compose(s, invert(p)))"
+     ", dimensions=p)", "unsound"),
+])
+def test_start_indices_are_drawn_inside_and_outside_the_window_range(text, status):
+    v = verdict(text, trials=100)
+    assert v.status == status, v.detail
