@@ -31,7 +31,8 @@ from ..dtypes import DTYPES
 
 # opcode -> [(attribute name, kind)], kinds: v = list of ints, s = string, i = int.
 # `slice` and `pad` spread their per-dimension triples over three vectors; `to_apply` and other
-# called computations are strings naming a reducer ("add") or a registered computation ("@c3").
+# called computations are strings naming a reducer ("add") or a registered computation ("@c3");
+# typed values (a convolution's window and dim_labels) are their HLO text (terms.field_value).
 ATTR_FIELDS: dict[str, list[tuple[str, str]]] = {
     "broadcast": [("dimensions", "v")],
     "transpose": [("dimensions", "v")],
@@ -52,6 +53,7 @@ ATTR_FIELDS: dict[str, list[tuple[str, str]]] = {
     "dynamic-slice": [("dynamic_slice_sizes", "v")],
     "while": [("condition", "s"), ("body", "s")],
     "call": [("to_apply", "s")],
+    "convolution": [("window", "s"), ("dim_labels", "s")],
 }
 
 KIND_SORT = {"v": "IVec", "s": "String", "i": "i64"}

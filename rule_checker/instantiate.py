@@ -21,6 +21,7 @@ from ..shape import Shape, array
 from ..shape_inference import ELEMENTWISE, INFERABLE, infer_shape
 from ..verifier import verify
 from ..egraph.constants import canonical_scalar_text, representable, scalar_from_text
+from ..egraph.terms import field_value
 from .instance_plan import Pins
 from ..rule_compiler.rule_functions import FUNCTIONS, NoValue
 from ..rule_compiler.guard_ir import Apply, Compare, Lit, SplatOf, Var, evaluate, splat_key
@@ -83,12 +84,14 @@ def ir_attrs(op: str, fields: dict, operands: list[Shape], builder: _Builder) ->
     if op == "pad":
         return {"padding": tuple(zip(fields["low"], fields["high"], fields["interior"]))}
     for name, value in fields.items():
-        if name in ("rest", "value") or (name == "type" and value == ""):
+        if name in ("rest", "value") or (name in ("type", "window") and value == ""):
             continue
         if name == "to_apply":
             if value not in ASSOCIATIVE:
                 raise Reject(f"reducer {value!r}")
             value = builder.reducer(value, operands[0].element_type)
+        elif isinstance(value, str):
+            value = field_value(name, value)        # a window's text: its Window
         out[name] = value
     return out
 

@@ -187,6 +187,25 @@ def _complement_py(lst, n):
     return tuple(i for i in range(n) if i not in lst)
 
 
+def _positions_py(p, q):
+    return tuple(q.index(x) for x in p if x in q)
+
+
+def _fill_py(n, v):
+    if n < 0:
+        raise NoValue
+    return (v,) * n
+
+
+def _put_py(p, idx, vals):
+    if len(idx) != len(vals) or any(not 0 <= i < len(p) for i in idx):
+        raise NoValue
+    out = list(p)
+    for i, v in zip(idx, vals):
+        out[i] = v
+    return tuple(out)
+
+
 # --- element types -------------------------------------------------------------------------
 
 def _values_preserved(src: str, dst: str) -> bool:
@@ -432,6 +451,13 @@ _ROWS = [
        py=lambda text, dtype: representable(text, dtype),
        doc="the constant text is exactly a value of that element type", public=False,
        facts=_can_hold_facts),
+    Fn("positions", ("ints", "ints"), "ints", egg=None, host=True, py=_positions_py,
+       doc="for each element of p found in q, its index in q (a dot's contracting dims "
+           "of one operand matched to the other's)"),
+    Fn("put", ("ints", "ints", "ints"), "ints", egg=None, host=True, py=_put_py,
+       doc="p with element idx[j] replaced by vals[j]"),
+    Fn("fill", ("int", "int"), "ints", egg=None, host=True, py=_fill_py,
+       doc="a list of n copies of v"),
 ]
 
 FUNCTIONS: dict[str, Fn] = {row.name: row for row in _ROWS}
