@@ -30,6 +30,8 @@ from ..egraph.constants import number_text, representable
 from ..egraph.schema import (DTYPE_CLASSES, atom, constant_atom, function, relation, set_value,
                              vec_of)
 from ..egraph.terms import egg_string
+from ..attributes import AttributeError_
+from . import conv_functions
 
 class NoValue(Exception):
     """The function has no value here; the egglog rule would not match."""
@@ -189,6 +191,20 @@ def _complement_py(lst, n):
 
 def _positions_py(p, q):
     return tuple(q.index(x) for x in p if x in q)
+
+
+def _swapped_labels_py(text):
+    try:
+        return conv_functions.swapped_labels(text)
+    except AttributeError_:
+        raise NoValue from None
+
+
+def _swapped_window_py(window, labels, lhs_dims):
+    try:
+        return conv_functions.swapped_window(window, labels, lhs_dims)
+    except (AttributeError_, conv_functions.NotSwappable):
+        raise NoValue from None
 
 
 def _fill_py(n, v):
@@ -458,6 +474,12 @@ _ROWS = [
        doc="p with element idx[j] replaced by vals[j]"),
     Fn("fill", ("int", "int"), "ints", egg=None, host=True, py=_fill_py,
        doc="a list of n copies of v"),
+    Fn("swapped_labels", ("str",), "str", egg=None, host=True, py=_swapped_labels_py,
+       doc="a convolution's dim_labels with its operands swapped"),
+    Fn("swapped_window", ("str", "str", "ints"), "str", egg=None, host=True,
+       py=_swapped_window_py,
+       doc="the window of convolution(y, x) for a window w, dim_labels l and x's dims (no "
+           "value unless w is reversed on every spatial dim, with strides and dilations 1)"),
 ]
 
 FUNCTIONS: dict[str, Fn] = {row.name: row for row in _ROWS}

@@ -711,3 +711,16 @@ def test_a_scalar_factor_of_a_dot_operand_scales_the_smaller_result():
   xs = f32[64,32] multiply(x, hs)
   ROOT d = f32[64,2] dot(xs, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}""") \
         == "multiply(dot(p0, p1), 0.5)"
+
+
+def test_a_true_convolution_with_the_larger_operand_as_kernel_swaps_them():   # SwapConvOperands
+    body = """
+  a = f64[3,3,4,4] parameter(0)
+  b = f64[8,6,6,4] parameter(1)
+  ROOT c = f64[8,8,8,4] convolution(a, b), window={size=6x6 pad=5_5x5_5 rhs_reversal=1x1},
+           dim_labels=01bf_o01i->f01b"""          # f64: the sums cancel, summed in another order
+    root = optimized(body, fp_mode="fast").entry.root
+    assert form(root) == "convolution(p1, p0)"
+    window = root.attrs["window"]
+    assert window.size == (3, 3) and window.pad == ((2, 2), (2, 2)) and all(window.rhs_reversal)
+    assert dot_form(body, fp_mode="xla") == "convolution(p0, p1)"
