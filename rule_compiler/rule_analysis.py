@@ -266,7 +266,7 @@ class _RuleAnalysis(GuardAnalysis):
         if result is None:
             raise term.pos.error(
                 f"cannot derive the type of the new '{term.name}' term: its type must follow "
-                "from its operands (elementwise ops, compare, transpose, slice, pad, dot) or from "
+                "from its operands (elementwise ops, compare, transpose, slice, pad) or from "
                 "its position (the rule's result, an operand of a typed elementwise op)")
         children = [self.build(a, None if t is not None else operand_type(
             term.name, i, result, operand_types)) for i, (a, t) in enumerate(

@@ -32,7 +32,7 @@ REWRITE_OP_CLASSES: dict[str, tuple[str, ...]] = {"unary": _same_typed(1),
 CLASS_REPRESENTATIVE = {"unary": "negate", "binary": "add"}
 # Ops whose result has operand 0's element type: `shape=` on the right side gives their dims.
 SHAPED = frozenset({"reshape", "broadcast", "transpose", "slice", "pad", "reverse",
-                    "concatenate", "reduce", "copy"})
+                    "concatenate", "reduce", "copy", "dot"})
 
 
 def dims(t):
@@ -79,27 +79,9 @@ def _pad(types, attrs):
     return MakeType(dtype(x), Apply("pad_dims", (dims(x), *parts)))
 
 
-def _dot(types, attrs):
-    """Batch dims, then x's free dims, then y's; x's element type (a rule that builds a dot
-    inside another term guards its operands' element types equal to the result's)."""
-    if len(types) != 2 or None in types or "lhs_contracting_dims" not in attrs \
-            or "rhs_contracting_dims" not in attrs:
-        return None
-    x, y = types
-    lb, rb = (attrs.get(f"{side}_batch_dims", SCALAR_DIMS) for side in ("lhs", "rhs"))
-
-    def free(t, batch, contracting):
-        rest = Apply("complement", (Apply("concat", (batch, contracting)),
-                                    Apply("size", (dims(t),))))
-        return Apply("compose", (dims(t), rest))
-    result_dims = Apply("concat", (Apply("compose", (dims(x), lb)), Apply("concat", (
-        free(x, lb, attrs["lhs_contracting_dims"]), free(y, rb, attrs["rhs_contracting_dims"])))))
-    return MakeType(dtype(x), result_dims)
-
-
 _STRUCTURED = {
     "reduce-precision": _same_as_operand, "reverse": _same_as_operand,
-    "transpose": _transpose, "slice": _slice, "pad": _pad, "dot": _dot,
+    "transpose": _transpose, "slice": _slice, "pad": _pad,
 }
 
 
