@@ -488,6 +488,12 @@ def _variants(text: str) -> int:
     return len(compile_text(text).rule_names)
 
 
+def test_a_host_call_written_twice_is_requested_once():
+    twice = ("rule r: reverse(reverse(x, dimensions=d), dimensions=e)"
+             " => reverse(x, dimensions=sort(concat(d, e))) when size(sort(concat(d, e))) > 0")
+    assert len(compile_text(twice).rulesets["host-requests"]) == 1
+
+
 def test_list_functions_need_no_variant_per_rank():
     slice_slice = ("rule r: slice(slice(x, start=a, limit=b, stride=c), start=d, limit=e, stride=f)"
                    " => slice(x, start=plus_each(a, d), limit=min_each(b, e), stride=times_each(c, f))")
@@ -625,7 +631,14 @@ def _egg_literal(kind: str, value) -> str:
     ("is_widening", ("f16", "f32"), True), ("is_widening", ("f16", "bf16"), False),
     ("is_widening", ("pred", "f8e8m0fnu"), False), ("is_widening", ("u8", "f16"), True),
     ("fits", (128, "bf16"), True), ("fits", (129, "bf16"), False), ("fits", (300, "s8"), False),
-    ("fits", (-1, "u8"), False), ("fits", (1, "pred"), True)])
+    ("fits", (-1, "u8"), False), ("fits", (1, "pred"), True),
+    ("positions", ((3, 0, 7), (7, 3)), (1, 0)),
+    ("put", ((0, 0, 0), (2, 0), (5, 6)), (6, 0, 5)), ("put", ((0,), (1,), (5,)), NoValue),
+    ("fill", (3, 1), (1, 1, 1)), ("fill", (0, 1), ()),
+    ("swapped_labels", ("01bf_o01i->f01b",), "b01f_01oi->b01f"),
+    ("swapped_window", ("{size=32x32 pad=30_30x30_30 rhs_reversal=1x1}", "01bf_o01i->f01b",
+                        (3, 3, 160, 160)), "{size=3x3 pad=1_1x1_1 rhs_reversal=1x1}"),
+    ("swapped_window", ("{size=3}", "b0f_o0i->b0f", (1, 3, 2)), NoValue)])   # not reversed
 def test_function_values(name, args, value):
     fn = FUNCTIONS[name].py
     if value is NoValue:
