@@ -32,7 +32,8 @@ from ..dtypes import DTYPES
 # opcode -> [(attribute name, kind)], kinds: v = list of ints, s = string, i = int.
 # `slice` and `pad` spread their per-dimension triples over three vectors, reduce-window its
 # window over one vector per window field (rhs_reversal as 0/1); `to_apply` and other
-# called computations are strings naming a reducer ("add") or a registered computation ("@c3").
+# called computations are strings naming a reducer ("add") or a registered computation ("@c3");
+# typed values (a convolution's window and dim_labels) are their HLO text (terms.field_value).
 ATTR_FIELDS: dict[str, list[tuple[str, str]]] = {
     "broadcast": [("dimensions", "v")],
     "transpose": [("dimensions", "v")],
@@ -64,6 +65,7 @@ ATTR_FIELDS: dict[str, list[tuple[str, str]]] = {
                 ("to_apply", "s")],
     "custom-call": [("custom_call_target", "s")],
     "reduce-precision": [("exponent_bits", "i"), ("mantissa_bits", "i")],
+    "convolution": [("window", "s"), ("dim_labels", "s")],
 }
 
 KIND_SORT = {"v": "IVec", "s": "String", "i": "i64"}

@@ -7,6 +7,7 @@ a canonical string that keys a side table holding their typed values (`RestTable
 """
 from __future__ import annotations
 
+import functools
 import re
 import urllib.parse
 from typing import Callable, Sequence
@@ -164,7 +165,8 @@ def schema_fields(inst: Instruction, name_of: Callable[[Computation], str],
             elif isinstance(v, Computation):
                 values.append(name_of(v))
             else:
-                values.append("" if v is None else str(v))
+                values.append("" if v is None else v if isinstance(v, str)
+                              else attributes.encode(name, v))
     rest = [(k, v) for k, v in attrs.items() if k not in used and k not in NOT_ENCODED]
     return values, rest
 
@@ -181,10 +183,23 @@ def attr_value_text(constructor: str, fields: Sequence) -> str:
                               egg_string(v) for kind, v in zip(constructor[1:] + "s", fields)])
 
 
+# Attribute kinds whose typed IR value a string field holds as its HLO text.
+_TEXT_FIELD_KINDS = frozenset({"window", "dim_labels"})
+
+
+@functools.lru_cache(maxsize=4096)
+def field_value(name: str, text: str):
+    """The typed value of string field `name` (a Window for "window"); others stay text."""
+    if text and attributes.KINDS.get(name) in _TEXT_FIELD_KINDS:
+        return attributes.decode(name, text)
+    return text
+
+
 def named_attrs(opcode: str, fields: Sequence, rests: RestTable) -> dict:
     """Attributes by name as a cost model reads them: schema fields (slice and pad spread
     as start/limit/stride, low/high/interior) and the typed values behind `rest`."""
-    out = {name: v for (name, _), v in zip(ATTR_FIELDS.get(opcode, ()), fields)}
+    out = {name: field_value(name, v) if kind == "s" else v
+           for (name, kind), v in zip(ATTR_FIELDS.get(opcode, ()), fields)}
     if opcode in WINDOWED:
         pack_window(out)
     out.update(rests.attrs[fields[-1]])
@@ -213,7 +228,8 @@ def ir_attrs(opcode: str, values: Sequence, rest: str, rests: RestTable, callees
                 out[name] = int(v)
             elif v != "":
                 is_callee = attributes.KINDS.get(name) == "computation"
-                out[name] = callees.resolve(v, element_type) if is_callee else v
+                out[name] = (callees.resolve(v, element_type) if is_callee
+                             else field_value(name, v))
     if opcode in WINDOWED:
         pack_window(out)
     for name, value in rests.attrs[rest]:

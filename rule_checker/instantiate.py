@@ -21,7 +21,7 @@ from ..shape import Shape, TupleShape, array
 from ..shape_inference import ELEMENTWISE, INFERABLE, infer_shape
 from ..verifier import verify
 from ..egraph.constants import canonical_scalar_text, representable, scalar_from_text
-from ..egraph.terms import WINDOWED, pack_window
+from ..egraph.terms import WINDOWED, field_value, pack_window
 from .instance_plan import Pins
 from ..rule_compiler.rule_functions import FUNCTIONS, NoValue
 from ..rule_compiler.guard_ir import (Apply, Compare, Lit, SplatOf, TypeOf, Var, evaluate,
@@ -107,13 +107,15 @@ def ir_attrs(op: str, fields: dict, operands: list[Shape], builder: _Builder) ->
     if op == "pad":
         return {"padding": tuple(zip(fields["low"], fields["high"], fields["interior"]))}
     for name, value in fields.items():
-        if name in ("rest", "value") or (name == "type" and value == ""):
+        if name in ("rest", "value") or (name in ("type", "window") and value == ""):
             continue
         if name == "to_apply":
             if value.strip("()") not in ASSOCIATIVE:
                 raise Reject(f"reducer {value!r}")
             inputs = operands[:len(operands) // 2] if op in VARIADIC_REDUCTIONS else operands[:1]
             value = builder.reducer(value, tuple(s.element_type for s in inputs))
+        elif isinstance(value, str):
+            value = field_value(name, value)        # a window's text: its Window
         out[name] = value
     return pack_window(out) if op in WINDOWED else out
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import itertools
 
+from .. import attributes
+from ..attributes import Window
 from ..dtypes import DTYPES, float_info
 from ..shape import Layout, Shape, array
 
@@ -349,6 +351,33 @@ def _dynamic_slice(inst, shapes, fields, expected):
     rng = inst.rng
     _fill(fields, "dynamic_slice_sizes", lambda: tuple(
         n if rng.random() < 0.3 else int(rng.integers(n + 1)) for n in shapes[0].dims))
+def _convolution(inst, shapes, fields, expected):
+    """Operands of one rank (2 or more) labelled at random: the rhs's input-feature dim is
+    one of the dims as large as the lhs's feature dim; the window covers the kernel's
+    spatial dims with strides of 1 or 2, paddings of 0 or 1 and random reversal."""
+    a, b = shapes[:2]
+    rng = inst.rng
+    if a.rank != b.rank or a.rank < 2:
+        raise Reject("convolution operands of one rank >= 2")
+    spatial = [str(i) for i in range(a.rank - 2)]
+    lhs = [str(c) for c in rng.permutation(["b", "f", *spatial])]
+    feature = a.dims[lhs.index("f")]
+    inputs = [d for d in range(b.rank) if b.dims[d] == feature]
+    if not inputs:
+        raise Reject("no kernel dim as large as the input features")
+    rhs = [""] * b.rank
+    rhs[inputs[rng.integers(len(inputs))]] = "i"
+    rest = [d for d in range(b.rank) if not rhs[d]]
+    for d, label in zip((int(i) for i in rng.permutation(rest)), ["o", *spatial]):
+        rhs[d] = label
+    out = [str(c) for c in rng.permutation(["b", "f", *spatial])]
+    size = tuple(b.dims[rhs.index(c)] for c in spatial)
+    window = Window(size, tuple(int(rng.integers(1, 3)) for _ in spatial),
+                    tuple((int(rng.integers(2)), int(rng.integers(2))) for _ in spatial),
+                    (1,) * len(spatial), (1,) * len(spatial),
+                    tuple(bool(rng.integers(2)) for _ in spatial))
+    _fill(fields, "dim_labels", lambda: f"{''.join(lhs)}_{''.join(rhs)}->{''.join(out)}")
+    _fill(fields, "window", lambda: attributes.encode("window", window) if spatial else "")
     return no_free_fields(inst, shapes, fields, expected)
 
 
@@ -359,6 +388,7 @@ SAMPLERS = {
     "compare": _compare, "dot": _dot, "gather": _gather, "bitcast": _bitcast,
     "custom-call": _custom_call, "copy": _copy, "reduce-window": _reduce_window,
     "reduce-precision": _reduce_precision, "dynamic-slice": _dynamic_slice,
+    "convolution": _convolution,
 }
 
 # --- operand lists (`i...`) ------------------------------------------------------------------

@@ -34,6 +34,8 @@ from ..egraph.schema import (DTYPE_CLASSES, atom, constant_atom, function, opera
                              relation, set_value, vec_of)
 from ..egraph.terms import egg_string
 from ..shape_rules import window_output_dims
+from ..attributes import AttributeError_
+from . import conv_functions
 
 class NoValue(Exception):
     """The function has no value here; the egglog rule would not match."""
@@ -183,12 +185,6 @@ def _clamp_starts_py(starts, dims, window):
     if not len(starts) == len(dims) == len(window) or any(w > n for n, w in zip(dims, window)):
         raise NoValue
     return tuple(min(max(s, 0), n - w) for s, n, w in zip(starts, dims, window))
-
-
-def _repeat_py(v, n):
-    if n < 0:
-        raise NoValue
-    return (v,) * n
 
 
 # --- tables of facts -----------------------------------------------------------------------
@@ -399,6 +395,39 @@ def _scatter_concat_dims_py(indices_rank, index_vector_dim, indices_batching, wi
     if position >= len(scatter_dims):
         raise NoValue
     return free[0], scatter_dims[position]
+
+
+def _positions_py(p, q):
+    return tuple(q.index(x) for x in p if x in q)
+
+
+def _swapped_labels_py(text):
+    try:
+        return conv_functions.swapped_labels(text)
+    except AttributeError_:
+        raise NoValue from None
+
+
+def _swapped_window_py(window, labels, lhs_dims):
+    try:
+        return conv_functions.swapped_window(window, labels, lhs_dims)
+    except (AttributeError_, conv_functions.NotSwappable):
+        raise NoValue from None
+
+
+def _fill_py(n, v):
+    if n < 0:
+        raise NoValue
+    return (v,) * n
+
+
+def _put_py(p, idx, vals):
+    if len(idx) != len(vals) or any(not 0 <= i < len(p) for i in idx):
+        raise NoValue
+    out = list(p)
+    for i, v in zip(idx, vals):
+        out[i] = v
+    return tuple(out)
 
 
 # --- element types -------------------------------------------------------------------------
@@ -675,8 +704,6 @@ _ROWS = [
     Fn("clamp_starts", ("ints", "ints", "ints"), "ints", egg=None, host=True,
        py=_clamp_starts_py, doc="each start moved into [0, dim - window], as XLA clamps the "
        "start indices of dynamic slices"),
-    Fn("repeat", ("int", "int"), "ints", egg=None, host=True, py=_repeat_py,
-       doc="a list of n copies of v"),
     # Used by the compiler to derive the types of new terms and to guard their constants.
     Fn("slice_dims", ("ints", "ints", "ints"), "ints", egg=None, host=True, py=_slice_dims_py,
        doc="result dims of a slice", public=False),
@@ -727,6 +754,19 @@ _ROWS = [
        doc="the dims a pad with these low, high, interior changes (some entry non-zero)"),
     Fn("index_of", ("ints", "ints"), "ints", egg=None, host=True, py=_index_of_py,
        doc="for each element of q, its index in p (every one must be in p)"),
+    Fn("positions", ("ints", "ints"), "ints", egg=None, host=True, py=_positions_py,
+       doc="for each element of p found in q, its index in q (a dot's contracting dims "
+           "of one operand matched to the other's)"),
+    Fn("put", ("ints", "ints", "ints"), "ints", egg=None, host=True, py=_put_py,
+       doc="p with element idx[j] replaced by vals[j]"),
+    Fn("fill", ("int", "int"), "ints", egg=None, host=True, py=_fill_py,
+       doc="a list of n copies of v"),
+    Fn("swapped_labels", ("str",), "str", egg=None, host=True, py=_swapped_labels_py,
+       doc="a convolution's dim_labels with its operands swapped"),
+    Fn("swapped_window", ("str", "str", "ints"), "str", egg=None, host=True,
+       py=_swapped_window_py,
+       doc="the window of convolution(y, x) for a window w, dim_labels l and x's dims (no "
+           "value unless w is reversed on every spatial dim, with strides and dilations 1)"),
 ]
 
 FUNCTIONS: dict[str, Fn] = {row.name: row for row in _ROWS}

@@ -32,7 +32,7 @@ REWRITE_OP_CLASSES: dict[str, tuple[str, ...]] = {"unary": _same_typed(1),
 CLASS_REPRESENTATIVE = {"unary": "negate", "binary": "add"}
 # Ops whose result has operand 0's element type: `shape=` on the right side gives their dims.
 SHAPED = frozenset({"reshape", "broadcast", "transpose", "slice", "pad", "reverse",
-                    "concatenate", "reduce", "copy", "reduce-window"})
+                    "concatenate", "reduce", "copy", "reduce-window", "dot"})
 
 
 def dims(t):

@@ -500,6 +500,12 @@ def _variants(text: str) -> int:
     return len(compile_text(text).rule_names)
 
 
+def test_a_host_call_written_twice_is_requested_once():
+    twice = ("rule r: reverse(reverse(x, dimensions=d), dimensions=e)"
+             " => reverse(x, dimensions=sort(concat(d, e))) when size(sort(concat(d, e))) > 0")
+    assert len(compile_text(twice).rulesets["host-requests"]) == 1
+
+
 def test_list_functions_need_no_variant_per_rank():
     slice_slice = ("rule r: slice(slice(x, start=a, limit=b, stride=c), start=d, limit=e, stride=f)"
                    " => slice(x, start=plus_each(a, d), limit=min_each(b, e), stride=times_each(c, f))")
@@ -661,7 +667,14 @@ def _egg_literal(kind: str, value) -> str:
     ("scatter_concat_dims", (2, 1, (0,), (1,), 2), NoValue),
     ("clamp_starts", ((-2, 1, 7), (4, 4, 4), (2, 4, 3)), (0, 0, 1)),
     ("clamp_starts", ((0,), (4,), (5,)), NoValue), ("minus_each", ((5, 2), (1, 3)), (4, -1)),
-    ("repeat", (1, 3), (1, 1, 1)), ("repeat", (0, 0), ()), ("repeat", (1, -1), NoValue)])
+    ("fill", (-1, 1), NoValue),
+    ("positions", ((3, 0, 7), (7, 3)), (1, 0)),
+    ("put", ((0, 0, 0), (2, 0), (5, 6)), (6, 0, 5)), ("put", ((0,), (1,), (5,)), NoValue),
+    ("fill", (3, 1), (1, 1, 1)), ("fill", (0, 1), ()),
+    ("swapped_labels", ("01bf_o01i->f01b",), "b01f_01oi->b01f"),
+    ("swapped_window", ("{size=32x32 pad=30_30x30_30 rhs_reversal=1x1}", "01bf_o01i->f01b",
+                        (3, 3, 160, 160)), "{size=3x3 pad=1_1x1_1 rhs_reversal=1x1}"),
+    ("swapped_window", ("{size=3}", "b0f_o0i->b0f", (1, 3, 2)), NoValue)])   # not reversed
 def test_function_values(name, args, value):
     fn = FUNCTIONS[name].py
     if value is NoValue:
@@ -783,7 +796,7 @@ rule t: dynamic-slice(transpose(x, dimensions=p), i..., dynamic_slice_sizes=s)
     => transpose(dynamic-slice(x, pick(i, invert(p))..., dynamic_slice_sizes=compose(s, invert(p))),
                  dimensions=p)
 rule c: dynamic-slice(x, i..., dynamic_slice_sizes=s)
-    => slice(x, start=starts(i), limit=plus_each(starts(i), s), stride=repeat(1, rank(x)))""")
+    => slice(x, start=starts(i), limit=plus_each(starts(i), s), stride=fill(rank(x), 1))""")
     t_x, t_xt = '(T "f32" (vec-of 4 6 8) "")', '(T "f32" (vec-of 8 4 6) "")'
     t_out = '(T "f32" (vec-of 1 2 3) "")'
     i0, i1 = param(1, S), const("1", S)

@@ -1280,3 +1280,211 @@ def test_a_window_as_large_as_the_array_is_the_array():
   p1 = f32[3,4] parameter(1)
   i = s32[] parameter(2)
   ROOT dus = f32[3,4] dynamic-update-slice(p0, p1, i, i)""") == "p1"
+
+
+# --- dot and convolution (dot.rules) --------------------------------------------------------
+
+def dot_form(body: str, fp_mode: str = "fast") -> str:
+    """The optimized root as a formula, with the dot's dimension numbers checked by the
+    interpreter (optimized compares both functions on random inputs)."""
+    return root_form(body, fp_mode=fp_mode)
+
+
+@pytest.mark.parametrize("body", [
+    """
+  lhs = f32[3,4,5] parameter(0)
+  rhs = f32[6,3,4] parameter(1)
+  dot = f32[5,6] dot(lhs, rhs), lhs_contracting_dims={0,1}, rhs_contracting_dims={1,2}
+  ROOT t = f32[6,5] transpose(dot), dimensions={1,0}""",                   # TransposeOfDot
+    """
+  lhs = f32[2,3,4,5] parameter(0)
+  rhs = f32[2,3,6,4] parameter(1)
+  dot = f32[2,3,5,6] dot(lhs, rhs), lhs_batch_dims={0,1}, rhs_batch_dims={0,1},
+        lhs_contracting_dims={2}, rhs_contracting_dims={3}
+  ROOT t = f32[2,3,6,5] transpose(dot), dimensions={0,1,3,2}"""])         # TransposeOfBatchDot
+def test_a_transposed_dot_swaps_its_operands(body):
+    assert dot_form(body) == "dot(p1, p0)"
+    assert dot_form(body, fp_mode="xla") == "transpose(dot(p0, p1))"  # the GEMM sums in another order
+
+
+def test_a_sum_over_batch_dims_of_a_dot_is_a_contraction():  # ReduceOfBatchDotToContractingDimension
+    out = optimized("""
+  p0 = f32[6,4,5,3] parameter(0)
+  p1 = f32[4,6,3,7] parameter(1)
+  d = f32[6,4,5,7] dot(p0, p1), lhs_batch_dims={0,1}, rhs_batch_dims={1,0},
+      lhs_contracting_dims={3}, rhs_contracting_dims={2}
+  c = f32[] constant(0)
+  ROOT r = f32[4,5,7] reduce(d, c), dimensions={0}, to_apply=add""", ADD, fp_mode="fast")
+    root = out.entry.root
+    assert form(root) == "dot(p0, p1)"
+    assert root.attrs["lhs_contracting_dims"] == (3, 0) and root.attrs["lhs_batch_dims"] == (1,)
+
+
+@pytest.mark.parametrize("slice_, expected", [
+    ("f32[8,64] slice(dot), slice={[0:8],[0:64]}", "dot(slice(p0), p1)"),      # SliceDotReorder
+    ("f32[2,16] slice(dot), slice={[0:8:4],[0:64:4]}",                          # ...WithStrides
+     "dot(slice(p0), slice(p1))")])
+def test_a_slice_of_a_dot_slices_its_operands(slice_, expected):
+    assert dot_form(f"""
+  a = f32[64,2] parameter(0)
+  b = f32[2,64] parameter(1)
+  dot = f32[64,64] dot(a, b), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
+  ROOT s = {slice_}""") == expected
+
+
+def test_a_reversed_contracting_dim_moves_to_the_smaller_operand():   # DotReverseLeftReorder
+    body = """
+  a = f32[64,8] parameter(0)
+  b = f32[8,2] parameter(1)
+  r = f32[64,8] reverse(a), dimensions={1}
+  ROOT d = f32[64,2] dot(r, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}"""
+    assert dot_form(body) == "dot(p0, reverse(p1))"
+    assert dot_form(body, fp_mode="xla") == "dot(reverse(p0), p1)"
+
+
+@pytest.mark.parametrize("body, expected", [
+    ("""
+  zero = f32[] constant(0)
+  a = f32[8,5] parameter(0)
+  b = f32[10,6] parameter(1)
+  pad = f32[8,10] pad(a, zero), padding=0_0x0_5
+  ROOT dot = f32[8,6] dot(pad, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}""",
+     "dot(p0, slice(p1))"),                                                   # DotPadLeftReorder
+    ("""
+  zero = f32[] constant(0)
+  a = f32[4,24] parameter(0)
+  b = f32[8,8] parameter(1)
+  pad = f32[24,24] pad(b, zero), padding=8_8x8_8
+  ROOT dot = f32[4,24] dot(a, pad), lhs_contracting_dims={1}, rhs_contracting_dims={0}""",
+     "dot(slice(p0), pad(p1, 0))")])                                          # DotPadRightReorder
+def test_zero_padding_of_a_contracting_dim_slices_the_other_operand(body, expected):
+    assert dot_form(body) == expected
+
+
+def test_a_sum_over_free_dims_of_a_dot_sums_the_operand_first():      # ReduceDotReorder
+    out = optimized("""
+  a = f32[2,3,16,5] parameter(0)
+  b = f32[3,5,32] parameter(1)
+  d = f32[2,16,32] dot(a, b), lhs_contracting_dims={1,3}, rhs_contracting_dims={0,1}
+  c = f32[] constant(0)
+  ROOT r = f32[2,32] reduce(d, c), dimensions={1}, to_apply=add""", ADD, fp_mode="fast")
+    assert form(out.entry.root) == "dot(reduce(p0, 0), p1)"
+
+
+@pytest.mark.parametrize("body, expected", [
+    ("""
+  a = f32[] parameter(0)
+  b = f32[64,64] parameter(1)
+  bc = f32[4,8,64] broadcast(a), dimensions={}
+  ROOT d = f32[4,8,64] dot(bc, b), lhs_contracting_dims={2}, rhs_contracting_dims={0}""",
+     "dot(p0, reduce(p1, 0))"),                                         # DotBroadcastLeftReorder
+    ("""
+  a = f32[16,20,4] parameter(0)
+  b = f32[16,16] parameter(1)
+  bc = f32[16,20,16] broadcast(b), dimensions={0,2}
+  ROOT d = f32[4,16] dot(a, bc), lhs_contracting_dims={0,1}, rhs_contracting_dims={0,1}""",
+     "dot(reduce(p0, 0), p1)")])                                        # DotBroadcastRightReorder
+def test_contracting_a_broadcast_dim_sums_the_other_operand_first(body, expected):
+    assert dot_form(body, fp_mode="fast") == expected
+
+
+# (a b) c for a m x k, b k x m and c m x k matrices.
+MATRIX_CHAIN = """
+  a = f32[{m},{k}] parameter(0)
+  b = f32[{k},{m}] parameter(1)
+  c = f32[{m},{k}] parameter(2)
+  inner = f32[{m},{m}] dot(a, b), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
+  ROOT outer = f32[{m},{k}] dot(inner, c), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}"""
+
+
+@pytest.mark.parametrize("body, expected", [
+    ("""
+  a = f32[2,3,4,5] parameter(0)
+  b = f32[6,7,5] parameter(1)
+  c = f32[4,7] parameter(2)
+  inner = f32[2,3,4,6,7] dot(a, b), lhs_contracting_dims={3}, rhs_contracting_dims={2}
+  ROOT outer = f32[2,3,6] dot(inner, c), lhs_contracting_dims={2,4}, rhs_contracting_dims={0,1}""",
+     "dot(p0, dot(p1, p2))"),                                           # DotAssociativeReorder
+    ("""
+  a = f32[5,150,5] parameter(0)
+  b = f32[5,5,5] parameter(1)
+  c = f32[5,5,5] parameter(2)
+  inner = f32[5,150,5] dot(a, b), lhs_batch_dims={0}, lhs_contracting_dims={2},
+          rhs_batch_dims={0}, rhs_contracting_dims={2}
+  ROOT outer = f32[5,150,5] dot(inner, c), lhs_batch_dims={0}, lhs_contracting_dims={2},
+               rhs_batch_dims={0}, rhs_contracting_dims={2}""",
+     "dot(p0, dot(p1, p2))"),                                           # DotLeftDotSharedBatchReorder
+    ("""
+  a = f32[2,3,3] parameter(0)
+  b = f32[2,3,3] parameter(1)
+  c = f32[2,3,16] parameter(2)
+  inner = f32[2,3,16] dot(b, c), lhs_batch_dims={0}, lhs_contracting_dims={2},
+          rhs_batch_dims={0}, rhs_contracting_dims={1}
+  ROOT outer = f32[2,3,16] dot(a, inner), lhs_batch_dims={0}, lhs_contracting_dims={2},
+               rhs_batch_dims={0}, rhs_contracting_dims={1}""",
+     "dot(dot(p0, p1), p2)"),                                           # DotRightDotSharedBatchReorder
+    (MATRIX_CHAIN.format(m=16, k=2), "dot(p0, dot(p1, p2))"),   # 1024 + 1024 flops vs 128 + 128
+    (MATRIX_CHAIN.format(m=2, k=16), "dot(dot(p0, p1), p2)")])  # already the cheaper order
+def test_a_chain_of_dots_is_contracted_in_the_cheaper_order(body, expected):
+    assert dot_form(body) == expected
+    assert dot_form(body, fp_mode="xla").count("dot") == 2
+
+
+def test_a_dot_without_contraction_is_an_outer_product():    # CanDisableDotToMultiplyRewrite
+    dot = module("""
+  x = f32[64] parameter(0)
+  y = f32[64] parameter(1)
+  ROOT d = f32[64,64] dot(x, y), lhs_contracting_dims={}, rhs_contracting_dims={}""")
+    product = module("""
+  x = f32[64] parameter(0)
+  y = f32[64] parameter(1)
+  bx = f32[64,64] broadcast(x), dimensions={0}
+  by = f32[64,64] broadcast(y), dimensions={1}
+  ROOT m = f32[64,64] multiply(bx, by)""")
+    proved, report = prove_equivalent(dot, product, rules="default")
+    assert proved and report.matches["dot_outer_product"] >= 1
+
+
+# A 1-D convolution of p0 [16,8,6] by p1 [16,8,4] over the 16 positions, one operand scaled.
+SCALED_CONVOLUTION = """
+  p0 = f32[16,8,6] parameter(0)
+  p1 = f32[16,8,4] parameter(1)
+  h = f32[] constant(0.5)
+  hs = f32[16,8,{n}] broadcast(h), dimensions={{}}
+  ms = f32[16,8,{n}] multiply({scaled}, hs)
+  ROOT c = f32[6,4,1] convolution({lhs}, {rhs}), window={{size=16}}, dim_labels=0fb_0io->bf0"""
+
+
+@pytest.mark.parametrize("body, before", [
+    (SCALED_CONVOLUTION.format(n=6, scaled="p0", lhs="ms", rhs="p1"),
+     "convolution(multiply(p0, 0.5), p1)"),
+    (SCALED_CONVOLUTION.format(n=4, scaled="p1", lhs="p0", rhs="ms"),
+     "convolution(p0, multiply(p1, 0.5))")])
+def test_a_scalar_factor_of_a_convolution_operand_scales_the_result(body, before):
+    # ScalarMultiplyReduction (XLA's test also lifts the factor out of a longer product)
+    assert dot_form(body) == "multiply(convolution(p0, p1), 0.5)"
+    assert dot_form(body, fp_mode="xla") == before
+
+
+def test_a_scalar_factor_of_a_dot_operand_scales_the_smaller_result():
+    assert dot_form("""
+  x = f32[64,32] parameter(0)
+  y = f32[32,2] parameter(1)
+  h = f32[] constant(0.5)
+  hs = f32[64,32] broadcast(h), dimensions={}
+  xs = f32[64,32] multiply(x, hs)
+  ROOT d = f32[64,2] dot(xs, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}""") \
+        == "multiply(dot(p0, p1), 0.5)"
+
+
+def test_a_true_convolution_with_the_larger_operand_as_kernel_swaps_them():   # SwapConvOperands
+    body = """
+  a = f64[3,3,4,4] parameter(0)
+  b = f64[8,6,6,4] parameter(1)
+  ROOT c = f64[8,8,8,4] convolution(a, b), window={size=6x6 pad=5_5x5_5 rhs_reversal=1x1},
+           dim_labels=01bf_o01i->f01b"""          # f64: the sums cancel, summed in another order
+    root = optimized(body, fp_mode="fast").entry.root
+    assert form(root) == "convolution(p1, p0)"
+    window = root.attrs["window"]
+    assert window.size == (3, 3) and window.pad == ((2, 2), (2, 2)) and all(window.rhs_reversal)
+    assert dot_form(body, fp_mode="xla") == "convolution(p0, p1)"

@@ -162,6 +162,17 @@ def test_dots_get_batch_and_contracting_dims_of_equal_size():
     assert sum(len(a["lhs_contracting_dims"]) == 1 for a in attrs) > len(attrs) // 5
 
 
+def test_convolutions_get_labels_features_and_windows_that_fit():
+    entries = _instances("rule r: convolution(x, y) => convolution(x, y)")
+    assert len(entries) >= 20
+    for e in entries:
+        lhs, rhs = (o.shape for o in e.root.operands)
+        labels, window = e.root.attrs["dim_labels"], e.root.attrs.get("window")
+        assert lhs.dims[labels.lhs_feature] == rhs.dims[labels.rhs_input_feature]
+        assert window is None or window.size == tuple(rhs.dims[d] for d in labels.rhs_spatial)
+    assert any(e.root.attrs.get("window") is not None for e in entries)
+
+
 def test_rules_with_aliases_shapes_and_computed_constants_are_checked():
     v = verdict("rule r [strict]: reduce(broadcast(x, dimensions=d, as=b), 0, dimensions=r,"
                 ' to_apply="add") => multiply(x, product(compose(dims(b), r)))'
@@ -248,10 +259,10 @@ def test_bitcasts_and_layout_constraints_are_drawn_in_other_layouts(text, status
     # XLA clamps a start so the window fits: a slice at the unclamped start is not it.
     ("rule r [strict]: dynamic-slice(x, i..., dynamic_slice_sizes=s) => slice(x, "
      "start=min_each(starts(i), minus_each(dims(x), s)), limit=plus_each(min_each(starts(i), "
-     "minus_each(dims(x), s)), s), stride=repeat(1, rank(x)))", "unsound"),
+     "minus_each(dims(x), s)), s), stride=fill(rank(x), 1))", "unsound"),
     ("rule r [strict]: dynamic-slice(x, i..., dynamic_slice_sizes=s) => slice(x, "
      "start=clamp_starts(starts(i), dims(x), s), limit=plus_each(clamp_starts(starts(i), "
-     "dims(x), s), s), stride=repeat(1, rank(x)))", "sound"),
+     "dims(x), s), s), stride=fill(rank(x), 1))", "sound"),
     # Both windows clamp alike: the slice writes back what it read.
     ("rule r [strict]: dynamic-update-slice(x, dynamic-slice(x, i..., "
      "dynamic_slice_sizes=s), i...) => x", "sound"),
