@@ -166,6 +166,10 @@ ENTRY e {
     assert parity.signature(parse(commuted)) == sig
     assert parity.signature(parse(laid_out)) == sig
     assert parity.signature(parse(negate_reduce)) != sig
+    # Swapped operands of an op that does not commute are another graph.
+    swapped = reduce_negate.replace("add(a, b)", "subtract(b, a)")
+    assert parity.signature(parse(swapped)) != \
+        parity.signature(parse(reduce_negate.replace("add(a, b)", "subtract(a, b)")))
 
 
 def _result(done_from: str | None = None, xla_error=None, parse_error=None,

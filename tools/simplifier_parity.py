@@ -52,6 +52,7 @@ from .. import parse
 from ..errors import HloError
 from ..grammar.rules_parser import MODES
 from ..memory import check_fits_in_memory
+from ..ops import COMMUTATIVE
 from ..shape_util import text as shape_text
 from .cc_tests import CcTest, split_tests
 from .cli import main_guard, read_text, write_text
@@ -156,12 +157,16 @@ def rewritten(before: Counter, after: Counter, expected_opcodes: frozenset[str])
 
 
 def signature(module) -> Counter:
-    """Each instruction as (opcode, result shape without layout, its operands' opcodes
-    sorted): it changes when a rewrite changes the graph (negate(reduce(x)) for
-    reduce(negate(x)) too), not when only names, layouts or the order of a commutative op's
+    """Each instruction as (opcode, result shape without layout, its operands' opcodes, a
+    parameter's with its number, in order, sorted for a commutative op): it changes when a
+    rewrite changes the graph (negate(reduce(x)) for reduce(negate(x)), convolution(b, a) for
+    convolution(a, b)), not when only names, layouts or the order of a commutative op's
     operands do."""
-    return Counter((i.opcode, shape_text(i.shape), tuple(sorted(o.opcode for o in i.operands)))
-                   for i in module.instructions())
+    def operands(i):
+        named = [o.opcode if o.parameter_number is None else f"parameter({o.parameter_number})"
+                 for o in i.operands]
+        return tuple(sorted(named) if i.opcode in COMMUTATIVE else named)
+    return Counter((i.opcode, shape_text(i.shape), operands(i)) for i in module.instructions())
 
 
 def optimize_module(module_text: str, expected_opcodes: frozenset[str],
