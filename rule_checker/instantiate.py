@@ -107,7 +107,7 @@ def ir_attrs(op: str, fields: dict, operands: list[Shape], builder: _Builder) ->
     if op == "pad":
         return {"padding": tuple(zip(fields["low"], fields["high"], fields["interior"]))}
     for name, value in fields.items():
-        if name in ("rest", "value") or (name in ("type", "window") and value == ""):
+        if name in ("rest", "value") or (name == "type" and value == ""):
             continue
         if name == "to_apply":
             if value.strip("()") not in ASSOCIATIVE:
@@ -115,7 +115,7 @@ def ir_attrs(op: str, fields: dict, operands: list[Shape], builder: _Builder) ->
             inputs = operands[:len(operands) // 2] if op in VARIADIC_REDUCTIONS else operands[:1]
             value = builder.reducer(value, tuple(s.element_type for s in inputs))
         elif isinstance(value, str):
-            value = field_value(name, value)        # a window's text: its Window
+            value = field_value(name, value)        # dim_labels' text: its ConvDimLabels
         out[name] = value
     return pack_window(out) if op in WINDOWED else out
 

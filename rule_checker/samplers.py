@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import itertools
 
-from .. import attributes
-from ..attributes import Window
 from ..dtypes import DTYPES, float_info
 from ..shape import Layout, Shape, array
 
@@ -371,13 +369,14 @@ def _convolution(inst, shapes, fields, expected):
     for d, label in zip((int(i) for i in rng.permutation(rest)), ["o", *spatial]):
         rhs[d] = label
     out = [str(c) for c in rng.permutation(["b", "f", *spatial])]
-    size = tuple(b.dims[rhs.index(c)] for c in spatial)
-    window = Window(size, tuple(int(rng.integers(1, 3)) for _ in spatial),
-                    tuple((int(rng.integers(2)), int(rng.integers(2))) for _ in spatial),
-                    (1,) * len(spatial), (1,) * len(spatial),
-                    tuple(bool(rng.integers(2)) for _ in spatial))
     _fill(fields, "dim_labels", lambda: f"{''.join(lhs)}_{''.join(rhs)}->{''.join(out)}")
-    _fill(fields, "window", lambda: attributes.encode("window", window) if spatial else "")
+    drawn = lambda low, high: tuple(int(rng.integers(low, high)) for _ in spatial)
+    for name, make in (("size", lambda: tuple(b.dims[rhs.index(c)] for c in spatial)),
+                       ("stride", lambda: drawn(1, 3)), ("low", lambda: drawn(0, 2)),
+                       ("high", lambda: drawn(0, 2)), ("lhs_dilate", lambda: (1,) * len(spatial)),
+                       ("rhs_dilate", lambda: (1,) * len(spatial)),
+                       ("rhs_reversal", lambda: drawn(0, 2))):
+        _fill(fields, name, make)
     return no_free_fields(inst, shapes, fields, expected)
 
 

@@ -401,18 +401,16 @@ def _positions_py(p, q):
     return tuple(q.index(x) for x in p if x in q)
 
 
-def _swapped_labels_py(text):
-    try:
-        return conv_functions.swapped_labels(text)
-    except AttributeError_:
-        raise NoValue from None
-
-
-def _swapped_window_py(window, labels, lhs_dims):
-    try:
-        return conv_functions.swapped_window(window, labels, lhs_dims)
-    except (AttributeError_, conv_functions.NotSwappable):
-        raise NoValue from None
+def _conv_py(function):
+    """A function of conv_functions.py, with no value where its dim_labels are malformed or
+    the operands do not swap."""
+    @functools.wraps(function)
+    def py(*args):
+        try:
+            return function(*args)
+        except (AttributeError_, conv_functions.NotSwappable):
+            raise NoValue from None
+    return py
 
 
 def _fill_py(n, v):
@@ -761,12 +759,17 @@ _ROWS = [
        doc="p with element idx[j] replaced by vals[j]"),
     Fn("fill", ("int", "int"), "ints", egg=None, host=True, py=_fill_py,
        doc="a list of n copies of v"),
-    Fn("swapped_labels", ("str",), "str", egg=None, host=True, py=_swapped_labels_py,
+    Fn("swapped_labels", ("str",), "str", egg=None, host=True,
+       py=_conv_py(conv_functions.swapped_labels),
        doc="a convolution's dim_labels with its operands swapped"),
-    Fn("swapped_window", ("str", "str", "ints"), "str", egg=None, host=True,
-       py=_swapped_window_py,
-       doc="the window of convolution(y, x) for a window w, dim_labels l and x's dims (no "
-           "value unless w is reversed on every spatial dim, with strides and dilations 1)"),
+    Fn("spatial_sizes", ("ints", "str"), "ints", egg=None, host=True,
+       py=_conv_py(conv_functions.spatial_sizes),
+       doc="the sizes of a convolution input's spatial dims (its dims d, dim_labels l), in "
+           "window order"),
+    Fn("swapped_padding", ("ints", "ints", "ints"), "ints", egg=None, host=True,
+       py=_conv_py(conv_functions.swapped_padding),
+       doc="p + x - k per dim: a window side's padding once the window spans sizes x "
+           "instead of k (no value where one is negative)"),
 ]
 
 FUNCTIONS: dict[str, Fn] = {row.name: row for row in _ROWS}

@@ -672,9 +672,11 @@ def _egg_literal(kind: str, value) -> str:
     ("put", ((0, 0, 0), (2, 0), (5, 6)), (6, 0, 5)), ("put", ((0,), (1,), (5,)), NoValue),
     ("fill", (3, 1), (1, 1, 1)), ("fill", (0, 1), ()),
     ("swapped_labels", ("01bf_o01i->f01b",), "b01f_01oi->b01f"),
-    ("swapped_window", ("{size=32x32 pad=30_30x30_30 rhs_reversal=1x1}", "01bf_o01i->f01b",
-                        (3, 3, 160, 160)), "{size=3x3 pad=1_1x1_1 rhs_reversal=1x1}"),
-    ("swapped_window", ("{size=3}", "b0f_o0i->b0f", (1, 3, 2)), NoValue)])   # not reversed
+    ("spatial_sizes", ((3, 3, 160, 160), "01bf_o01i->f01b"), (3, 3)),
+    ("spatial_sizes", ((5, 2), "b0f_o0i->b0f"), NoValue),          # labels of another rank
+    # a 32x32 kernel padded by 30 on [3,3] inputs: the 3x3 input as kernel, padded by 1
+    ("swapped_padding", ((30, 30), (32, 32), (3, 3)), (1, 1)),
+    ("swapped_padding", ((1,), (6,), (3,)), NoValue)])             # would crop the kernel
 def test_function_values(name, args, value):
     fn = FUNCTIONS[name].py
     if value is NoValue:
