@@ -29,7 +29,7 @@ from ..rule_compiler.guard_ir import (Apply, Compare, Lit, SplatOf, TypeOf, Var,
 from ..rule_compiler.rule_ir import PNode, RNode, RuleIR
 from ..rule_compiler.rule_types import REWRITE_OP_CLASSES, operand_type
 from .samplers import (DTYPE_CHOICES, FITTED_OPERANDS, FREE, OPERAND_LISTS, SAMPLERS, Reject,
-                       no_free_fields, update_shape)
+                       no_free_fields)
 
 # Ops whose sampler takes any shape the position expects (samplers.py).
 ADAPTABLE = frozenset({"broadcast", "reshape", "convert", "iota", "bitcast"})
@@ -233,9 +233,6 @@ class Instantiator:
                 exp = self._fit_operand(node, shapes, fit)
             if exp is None and i == 0 and expected is not None:
                 exp = self._moved_operand(node, expected)
-            if exp is None and node.op == "dynamic-update-slice" and i == 1:
-                array_shape = shapes[0] or expected
-                exp = None if array_shape is None else update_shape(self, array_shape)
             if exp is None and node.op == "concatenate":
                 exp = self._concatenated(node, expected, shapes)
                 child = node.children[i]
@@ -278,7 +275,8 @@ class Instantiator:
 
     def _fit_operand(self, node: PNode, shapes, fit) -> Shape:
         """The shape of an operand that the other operands and the attributes determine
-        (a scatter's updates); draws the attributes the rule leaves open first."""
+        (a scatter's updates, a dynamic-update-slice's update); draws the attributes the
+        rule leaves open first."""
         free, fields = self._fields(node)
         shape = fit(self, shapes, fields)
         self._bind_free(node, free, fields)

@@ -342,13 +342,16 @@ def scatter_updates(inst, shapes, fields):
                                         for d in range(rank)])
 
 
-# Operands drawn last, shaped by a function of the others and the op's attributes.
-FITTED_OPERANDS = {"scatter": (2, scatter_updates)}
+def _sizes_within(rng, dims) -> tuple[int, ...]:
+    """A window in `dims`: each dim whole a third of the time, else any size up to it."""
+    return tuple(n if rng.random() < 0.3 else int(rng.integers(n + 1)) for n in dims)
+
 
 def _dynamic_slice(inst, shapes, fields, expected):
-    rng = inst.rng
-    _fill(fields, "dynamic_slice_sizes", lambda: tuple(
-        n if rng.random() < 0.3 else int(rng.integers(n + 1)) for n in shapes[0].dims))
+    _fill(fields, "dynamic_slice_sizes", lambda: _sizes_within(inst.rng, shapes[0].dims))
+    return no_free_fields(inst, shapes, fields, expected)
+
+
 def _convolution(inst, shapes, fields, expected):
     """Operands of one rank (2 or more) labelled at random: the rhs's input-feature dim is
     one of the dims as large as the lhs's feature dim; the window covers the kernel's
@@ -417,11 +420,13 @@ def start_indices(inst, shapes, fields) -> list[tuple[str, int | None]]:
     return out
 
 
-def update_shape(inst, array_shape):
-    """An update for a dynamic-update-slice of `array_shape`: each dim at most the array's."""
-    rng = inst.rng
-    return array(array_shape.element_type, [n if rng.random() < 0.3 else int(rng.integers(n + 1))
-                                            for n in array_shape.dims])
+def update_shape(inst, shapes, fields):
+    """The update of a dynamic-update-slice for its operand's shape: a window in its dims."""
+    return array(shapes[0].element_type, _sizes_within(inst.rng, shapes[0].dims))
+
+
+# Operands drawn last, shaped by a function of the others and the op's attributes.
+FITTED_OPERANDS = {"scatter": (2, scatter_updates), "dynamic-update-slice": (1, update_shape)}
 
 
 # op -> what its `i...` operands are drawn as, given its other operands and attributes.
