@@ -248,12 +248,6 @@ def _slice_span_py(counts, strides):
     return tuple(_i64((m - 1) * t + 1) for m, t in zip(counts, strides))
 
 
-def _index_of_py(p, q):
-    if any(v not in p for v in q):
-        raise NoValue
-    return tuple(p.index(v) for v in q)
-
-
 def _min_of_py(lst):
     if not lst:
         raise NoValue
@@ -750,11 +744,10 @@ _ROWS = [
     Fn("padded_dims", ("ints", "ints", "ints"), "ints", egg=None, host=True,
        py=lambda *pads: tuple(i for i, ps in enumerate(zip(*pads)) if any(ps)),
        doc="the dims a pad with these low, high, interior changes (some entry non-zero)"),
-    Fn("index_of", ("ints", "ints"), "ints", egg=None, host=True, py=_index_of_py,
-       doc="for each element of q, its index in p (every one must be in p)"),
     Fn("positions", ("ints", "ints"), "ints", egg=None, host=True, py=_positions_py,
-       doc="for each element of p found in q, its index in q (a dot's contracting dims "
-           "of one operand matched to the other's)"),
+       doc="for each element of p found in q, its index in q, the others skipped (where a "
+           "broadcast's dims land once a reduce removes some; a dot's contracting dims of "
+           "one operand matched to the other's)"),
     Fn("put", ("ints", "ints", "ints"), "ints", egg=None, host=True, py=_put_py,
        doc="p with element idx[j] replaced by vals[j]"),
     Fn("fill", ("int", "int"), "ints", egg=None, host=True, py=_fill_py,

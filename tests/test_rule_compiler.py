@@ -762,7 +762,7 @@ def test_an_e_graph_loads_the_rules_that_can_match_on_its_opcodes():
     ("union", ((3, 1), (1, 0)), (0, 1, 3)), ("difference", ((1, 2, 3), (2,)), (1, 3)),
     ("padded_dims", ((0, 1, 0), (0, 0, -1), (0, 0, 0)), (1, 2)),
     ("padded_dims", ((0, 0), (0, 0), (0, 2)), (1,)),
-    ("index_of", ((0, 2, 5), (5, 0)), (2, 0)), ("index_of", ((0, 2), (1,)), NoValue)])
+    ("positions", ((5, 0), (0, 2, 5)), (2, 0)), ("positions", ((1, 2), (0, 2)), (1,))])
 def test_slicing_function_values(name, args, value):
     test_function_values(name, args, value)
 # --- operand lists (`i...`) -----------------------------------------------------------------
