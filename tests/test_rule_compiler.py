@@ -117,6 +117,8 @@ ERRORS = [
      "the new 'transpose' needs attribute 'dimensions'"),
     ("ordered list comparison", "rule a: negate(x) => x when dims(x) < dims(root)", 1, 37,
      "'<' compares integers"),
+    ("guards compared", "rule a: negate(x) => x when is_int(x) == is_float(x)", 1, 39,
+     "guards are conditions, not values to compare"),
     ("reserved name", "rule a: negate(f32) => f32", 1, 16, "'f32' is reserved"),
     ("kind conflict", "rule a: transpose(p, dimensions=p) => p", 1, 33,
      "'p' is a term elsewhere in this rule, but a list of integers here"),
