@@ -29,20 +29,23 @@ from typing import Sequence
 
 from ..dtypes import DTYPES
 
+# The parts of a window, as schema fields of reduce-window and convolution.
+WINDOW_FIELDS = ("size", "stride", "low", "high", "lhs_dilate", "rhs_dilate", "rhs_reversal")
+_WINDOW = [(name, "v") for name in WINDOW_FIELDS]
+
 # opcode -> [(attribute name, kind)], kinds: v = list of ints, s = string, i = int.
-# `slice` and `pad` spread their per-dimension triples over three vectors, reduce-window its
-# window over one vector per window field (rhs_reversal as 0/1); `to_apply` and other
-# called computations are strings naming a reducer ("add") or a registered computation ("@c3");
-# typed values (a convolution's window and dim_labels) are their HLO text (terms.field_value).
+# `slice` and `pad` spread their per-dimension triples over three vectors, reduce-window and
+# convolution their window over one vector per window field (rhs_reversal as 0/1);
+# `to_apply` and other called computations are strings naming a reducer ("add") or a
+# registered computation ("@c3"); a convolution's dim_labels is its HLO text
+# (terms.field_value).
 ATTR_FIELDS: dict[str, list[tuple[str, str]]] = {
     "broadcast": [("dimensions", "v")],
     "transpose": [("dimensions", "v")],
     "reverse": [("dimensions", "v")],
     "concatenate": [("dimensions", "v")],
     "reduce": [("dimensions", "v"), ("to_apply", "s")],
-    "reduce-window": [("to_apply", "s"), ("size", "v"), ("stride", "v"), ("low", "v"),
-                      ("high", "v"), ("lhs_dilate", "v"), ("rhs_dilate", "v"),
-                      ("rhs_reversal", "v")],
+    "reduce-window": [("to_apply", "s"), *_WINDOW],
     "map": [("to_apply", "s")],
     "sort": [("dimensions", "v"), ("to_apply", "s")],
     "slice": [("start", "v"), ("limit", "v"), ("stride", "v")],
@@ -65,7 +68,7 @@ ATTR_FIELDS: dict[str, list[tuple[str, str]]] = {
                 ("to_apply", "s")],
     "custom-call": [("custom_call_target", "s")],
     "reduce-precision": [("exponent_bits", "i"), ("mantissa_bits", "i")],
-    "convolution": [("window", "s"), ("dim_labels", "s")],
+    "convolution": [*_WINDOW, ("dim_labels", "s")],
 }
 
 KIND_SORT = {"v": "IVec", "s": "String", "i": "i64"}

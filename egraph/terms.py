@@ -16,7 +16,8 @@ from .. import attributes
 from ..ir import Computation, Instruction
 from ..shape import AnyShape, Shape, TupleShape, default_layout
 from .callees import Callees
-from .schema import ATTR_FIELDS, array_type, attr, attr_constructor, tuple_type, vec_of
+from .schema import (ATTR_FIELDS, WINDOW_FIELDS, array_type, attr, attr_constructor, tuple_type,
+                     vec_of)
 
 # Attributes never encoded: metadata is restored per instruction by the decoder, and
 # control-predecessors name instructions that may not survive optimization.
@@ -25,9 +26,10 @@ NOT_ENCODED = frozenset({"metadata", "control-predecessors"})
 # Schema fields stored in one IR attribute of per-dimension triples.
 SPREAD = {"slice": "slice", "pad": "padding"}
 
-# Opcodes whose `window` attribute is spread over one schema field per window part.
-WINDOWED = frozenset({"reduce-window"})
-WINDOW_FIELDS = ("size", "stride", "low", "high", "lhs_dilate", "rhs_dilate", "rhs_reversal")
+# Opcodes whose `window` attribute is spread over one schema field per window part, with how
+# many dims of their first operand the window does not span (a convolution's batch and
+# feature dims): an instruction without a window has the default one over the others.
+WINDOWED = {"reduce-window": 0, "convolution": 2}
 
 # Vector fields left out of the decoded instruction when empty (XLA's defaults).
 OMITTED_WHEN_EMPTY = frozenset({"lhs_batch_dims", "rhs_batch_dims", "operand_batching_dims",
@@ -96,12 +98,20 @@ def window_fields(w: attributes.Window) -> dict[str, tuple[int, ...]]:
 
 
 def pack_window(attrs: dict) -> dict:
-    """`attrs` with its window fields (WINDOW_FIELDS) taken out and put back as `window`."""
-    f = {name: tuple(attrs.pop(name)) for name in WINDOW_FIELDS}
-    attrs["window"] = attributes.Window(f["size"], f["stride"], tuple(zip(f["low"], f["high"])),
-                                        f["lhs_dilate"], f["rhs_dilate"],
-                                        tuple(bool(r) for r in f["rhs_reversal"]))
-    return attrs
+    """`attrs` with its window fields (WINDOW_FIELDS) put back as one `window`, where they
+    were (attributes print in order); a window of no dims is left out, as XLA prints it (its
+    parser rejects `window={}`)."""
+    f = {name: tuple(attrs[name]) for name in WINDOW_FIELDS}
+    window = attributes.Window(f["size"], f["stride"], tuple(zip(f["low"], f["high"])),
+                               f["lhs_dilate"], f["rhs_dilate"],
+                               tuple(bool(r) for r in f["rhs_reversal"]))
+    out = {}
+    for name, value in attrs.items():
+        if name == WINDOW_FIELDS[0] and window.rank:
+            out["window"] = window
+        elif name not in WINDOW_FIELDS:
+            out[name] = value
+    return out
 
 
 class RestTable:
@@ -144,7 +154,8 @@ def schema_fields(inst: Instruction, name_of: Callable[[Computation], str],
     used = set()
     values: list = []
     if inst.opcode in WINDOWED:
-        window = attrs.get("window") or attributes.Window.default(inst.operands[0].shape.rank)
+        window = attrs.get("window") or attributes.Window.default(
+            inst.operands[0].shape.rank - WINDOWED[inst.opcode])
         attrs = {**attrs, **window_fields(window)}
         used.add("window")
     spread = SPREAD.get(inst.opcode)
@@ -184,12 +195,13 @@ def attr_value_text(constructor: str, fields: Sequence) -> str:
 
 
 # Attribute kinds whose typed IR value a string field holds as its HLO text.
-_TEXT_FIELD_KINDS = frozenset({"window", "dim_labels"})
+_TEXT_FIELD_KINDS = frozenset({"dim_labels"})
 
 
 @functools.lru_cache(maxsize=4096)
 def field_value(name: str, text: str):
-    """The typed value of string field `name` (a Window for "window"); others stay text."""
+    """The typed value of string field `name` (a ConvDimLabels for "dim_labels"); others
+    stay text."""
     if text and attributes.KINDS.get(name) in _TEXT_FIELD_KINDS:
         return attributes.decode(name, text)
     return text
@@ -201,7 +213,7 @@ def named_attrs(opcode: str, fields: Sequence, rests: RestTable) -> dict:
     out = {name: field_value(name, v) if kind == "s" else v
            for (name, kind), v in zip(ATTR_FIELDS.get(opcode, ()), fields)}
     if opcode in WINDOWED:
-        pack_window(out)
+        out = pack_window(out)
     out.update(rests.attrs[fields[-1]])
     return out
 
@@ -231,7 +243,7 @@ def ir_attrs(opcode: str, values: Sequence, rest: str, rests: RestTable, callees
                 out[name] = (callees.resolve(v, element_type) if is_callee
                              else field_value(name, v))
     if opcode in WINDOWED:
-        pack_window(out)
+        out = pack_window(out)
     for name, value in rests.attrs[rest]:
         if isinstance(value, Computation):
             value = callees.output(value)

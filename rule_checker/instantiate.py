@@ -29,7 +29,7 @@ from ..rule_compiler.guard_ir import (Apply, Compare, Lit, SplatOf, TypeOf, Var,
 from ..rule_compiler.rule_ir import PNode, RNode, RuleIR
 from ..rule_compiler.rule_types import REWRITE_OP_CLASSES, operand_type
 from .samplers import (DTYPE_CHOICES, FITTED_OPERANDS, FREE, OPERAND_LISTS, SAMPLERS, Reject,
-                       no_free_fields, update_shape)
+                       no_free_fields)
 
 # Ops whose sampler takes any shape the position expects (samplers.py).
 ADAPTABLE = frozenset({"broadcast", "reshape", "convert", "iota", "bitcast"})
@@ -107,7 +107,7 @@ def ir_attrs(op: str, fields: dict, operands: list[Shape], builder: _Builder) ->
     if op == "pad":
         return {"padding": tuple(zip(fields["low"], fields["high"], fields["interior"]))}
     for name, value in fields.items():
-        if name in ("rest", "value") or (name in ("type", "window") and value == ""):
+        if name in ("rest", "value") or (name == "type" and value == ""):
             continue
         if name == "to_apply":
             if value.strip("()") not in ASSOCIATIVE:
@@ -115,7 +115,7 @@ def ir_attrs(op: str, fields: dict, operands: list[Shape], builder: _Builder) ->
             inputs = operands[:len(operands) // 2] if op in VARIADIC_REDUCTIONS else operands[:1]
             value = builder.reducer(value, tuple(s.element_type for s in inputs))
         elif isinstance(value, str):
-            value = field_value(name, value)        # a window's text: its Window
+            value = field_value(name, value)        # dim_labels' text: its ConvDimLabels
         out[name] = value
     return pack_window(out) if op in WINDOWED else out
 
@@ -233,9 +233,6 @@ class Instantiator:
                 exp = self._fit_operand(node, shapes, fit)
             if exp is None and i == 0 and expected is not None:
                 exp = self._moved_operand(node, expected)
-            if exp is None and node.op == "dynamic-update-slice" and i == 1:
-                array_shape = shapes[0] or expected
-                exp = None if array_shape is None else update_shape(self, array_shape)
             if exp is None and node.op == "concatenate":
                 exp = self._concatenated(node, expected, shapes)
                 child = node.children[i]
@@ -278,7 +275,8 @@ class Instantiator:
 
     def _fit_operand(self, node: PNode, shapes, fit) -> Shape:
         """The shape of an operand that the other operands and the attributes determine
-        (a scatter's updates); draws the attributes the rule leaves open first."""
+        (a scatter's updates, a dynamic-update-slice's update); draws the attributes the
+        rule leaves open first."""
         free, fields = self._fields(node)
         shape = fit(self, shapes, fields)
         self._bind_free(node, free, fields)

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import itertools
 
-from .. import attributes
-from ..attributes import Window
 from ..dtypes import DTYPES, float_info
 from ..shape import Layout, Shape, array
 
@@ -344,13 +342,16 @@ def scatter_updates(inst, shapes, fields):
                                         for d in range(rank)])
 
 
-# Operands drawn last, shaped by a function of the others and the op's attributes.
-FITTED_OPERANDS = {"scatter": (2, scatter_updates)}
+def _sizes_within(rng, dims) -> tuple[int, ...]:
+    """A window in `dims`: each dim whole a third of the time, else any size up to it."""
+    return tuple(n if rng.random() < 0.3 else int(rng.integers(n + 1)) for n in dims)
+
 
 def _dynamic_slice(inst, shapes, fields, expected):
-    rng = inst.rng
-    _fill(fields, "dynamic_slice_sizes", lambda: tuple(
-        n if rng.random() < 0.3 else int(rng.integers(n + 1)) for n in shapes[0].dims))
+    _fill(fields, "dynamic_slice_sizes", lambda: _sizes_within(inst.rng, shapes[0].dims))
+    return no_free_fields(inst, shapes, fields, expected)
+
+
 def _convolution(inst, shapes, fields, expected):
     """Operands of one rank (2 or more) labelled at random: the rhs's input-feature dim is
     one of the dims as large as the lhs's feature dim; the window covers the kernel's
@@ -371,13 +372,14 @@ def _convolution(inst, shapes, fields, expected):
     for d, label in zip((int(i) for i in rng.permutation(rest)), ["o", *spatial]):
         rhs[d] = label
     out = [str(c) for c in rng.permutation(["b", "f", *spatial])]
-    size = tuple(b.dims[rhs.index(c)] for c in spatial)
-    window = Window(size, tuple(int(rng.integers(1, 3)) for _ in spatial),
-                    tuple((int(rng.integers(2)), int(rng.integers(2))) for _ in spatial),
-                    (1,) * len(spatial), (1,) * len(spatial),
-                    tuple(bool(rng.integers(2)) for _ in spatial))
     _fill(fields, "dim_labels", lambda: f"{''.join(lhs)}_{''.join(rhs)}->{''.join(out)}")
-    _fill(fields, "window", lambda: attributes.encode("window", window) if spatial else "")
+    drawn = lambda low, high: tuple(int(rng.integers(low, high)) for _ in spatial)
+    for name, make in (("size", lambda: tuple(b.dims[rhs.index(c)] for c in spatial)),
+                       ("stride", lambda: drawn(1, 3)), ("low", lambda: drawn(0, 2)),
+                       ("high", lambda: drawn(0, 2)), ("lhs_dilate", lambda: (1,) * len(spatial)),
+                       ("rhs_dilate", lambda: (1,) * len(spatial)),
+                       ("rhs_reversal", lambda: drawn(0, 2))):
+        _fill(fields, name, make)
     return no_free_fields(inst, shapes, fields, expected)
 
 
@@ -418,11 +420,13 @@ def start_indices(inst, shapes, fields) -> list[tuple[str, int | None]]:
     return out
 
 
-def update_shape(inst, array_shape):
-    """An update for a dynamic-update-slice of `array_shape`: each dim at most the array's."""
-    rng = inst.rng
-    return array(array_shape.element_type, [n if rng.random() < 0.3 else int(rng.integers(n + 1))
-                                            for n in array_shape.dims])
+def update_shape(inst, shapes, fields):
+    """The update of a dynamic-update-slice for its operand's shape: a window in its dims."""
+    return array(shapes[0].element_type, _sizes_within(inst.rng, shapes[0].dims))
+
+
+# Operands drawn last, shaped by a function of the others and the op's attributes.
+FITTED_OPERANDS = {"scatter": (2, scatter_updates), "dynamic-update-slice": (1, update_shape)}
 
 
 # op -> what its `i...` operands are drawn as, given its other operands and attributes.

@@ -1,5 +1,5 @@
-"""The Python meaning of the rule functions over a convolution's attributes (their HLO text):
-what swapping a convolution's operands does to its dim_labels and window.
+"""The Python meaning of the rule functions over a convolution's dim_labels (their HLO text)
+and window: what swapping a convolution's operands does to them.
 
 A convolution whose window is reversed on every spatial dim sums x[s + m - lo] k[K-1-m]: a
 true convolution, which commutes. With k as the input and x as the kernel, the output's
@@ -9,7 +9,6 @@ padding becomes X - K + (its old padding); strides and dilations must be 1.
 from __future__ import annotations
 
 from .. import attributes
-from ..attributes import Window
 
 
 class NotSwappable(Exception):
@@ -26,16 +25,20 @@ def swapped_labels(text: str) -> str:
     return f"{lhs}_{rhs}->{out}"
 
 
-def swapped_window(window_text: str, labels_text: str, lhs_dims) -> str:
+def spatial_sizes(lhs_dims, labels_text: str) -> tuple[int, ...]:
+    """The sizes of the input's spatial dims, in window order."""
     labels = attributes.decode("dim_labels", labels_text)
-    spatial = [lhs_dims[d] for d in labels.lhs_spatial]
-    n = len(spatial)
-    w = attributes.decode("window", window_text) if window_text else Window.default(n)
-    if w.rank != n or any(v != 1 for v in (*w.stride, *w.lhs_dilate, *w.rhs_dilate)) \
-            or not all(w.rhs_reversal):
+    if len(labels.lhs) != len(lhs_dims):
         raise NotSwappable
-    pad = tuple((x - k + lo, x - k + hi) for x, k, (lo, hi) in zip(spatial, w.size, w.pad))
-    if any(p < 0 for pair in pad for p in pair):
+    return tuple(lhs_dims[d] for d in labels.lhs_spatial)
+
+
+def swapped_padding(pad, kernel_sizes, input_sizes) -> tuple[int, ...]:
+    """One side's padding X - K + pad once the window spans the input's spatial sizes X
+    instead of the kernel's K (not negative)."""
+    if not len(pad) == len(kernel_sizes) == len(input_sizes):
         raise NotSwappable
-    return attributes.encode("window", Window(tuple(spatial), w.stride, pad, w.lhs_dilate,
-                                              w.rhs_dilate, w.rhs_reversal)) if n else ""
+    out = tuple(x - k + p for p, k, x in zip(pad, kernel_sizes, input_sizes))
+    if any(p < 0 for p in out):
+        raise NotSwappable
+    return out

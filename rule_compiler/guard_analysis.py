@@ -34,9 +34,11 @@ KIND_NAMES = {"ints": "a list of integers", "int": "an integer", "str": "a name 
               "operands": "a list of operands (name...)"}
 # Parameter kinds that read the e-graph (a term itself, a constant's value): rules only.
 EGRAPH_KINDS = frozenset({"term", "splat"})
-# Kinds that are not values: a term is compared through its type, a kernel through its facts.
+# Kinds that are not values: a term is compared through its type, a kernel through its facts,
+# and a guard is a condition (egglog has no truth values to compare).
 NOT_COMPARABLE = {"term": "terms are compared through their types, e.g. dims(x) == dims(y)",
-                  "kernel": "a kernel is compared through its counts, e.g. heroes(kernel) <= 1"}
+                  "kernel": "a kernel is compared through its counts, e.g. heroes(kernel) <= 1",
+                  "bool": "guards are conditions, not values to compare: join them with 'and'"}
 # Values a fusion scope supplies beyond the types of what it names: fact -> what it is of.
 # `users`: how many instructions read the producer; the others count what a kernel holds
 # (fusion/policy.KernelSize).

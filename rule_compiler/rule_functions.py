@@ -248,12 +248,6 @@ def _slice_span_py(counts, strides):
     return tuple(_i64((m - 1) * t + 1) for m, t in zip(counts, strides))
 
 
-def _index_of_py(p, q):
-    if any(v not in p for v in q):
-        raise NoValue
-    return tuple(p.index(v) for v in q)
-
-
 def _min_of_py(lst):
     if not lst:
         raise NoValue
@@ -401,18 +395,16 @@ def _positions_py(p, q):
     return tuple(q.index(x) for x in p if x in q)
 
 
-def _swapped_labels_py(text):
-    try:
-        return conv_functions.swapped_labels(text)
-    except AttributeError_:
-        raise NoValue from None
-
-
-def _swapped_window_py(window, labels, lhs_dims):
-    try:
-        return conv_functions.swapped_window(window, labels, lhs_dims)
-    except (AttributeError_, conv_functions.NotSwappable):
-        raise NoValue from None
+def _conv_py(function):
+    """A function of conv_functions.py, with no value where its dim_labels are malformed or
+    the operands do not swap."""
+    @functools.wraps(function)
+    def py(*args):
+        try:
+            return function(*args)
+        except (AttributeError_, conv_functions.NotSwappable):
+            raise NoValue from None
+    return py
 
 
 def _fill_py(n, v):
@@ -752,21 +744,25 @@ _ROWS = [
     Fn("padded_dims", ("ints", "ints", "ints"), "ints", egg=None, host=True,
        py=lambda *pads: tuple(i for i, ps in enumerate(zip(*pads)) if any(ps)),
        doc="the dims a pad with these low, high, interior changes (some entry non-zero)"),
-    Fn("index_of", ("ints", "ints"), "ints", egg=None, host=True, py=_index_of_py,
-       doc="for each element of q, its index in p (every one must be in p)"),
     Fn("positions", ("ints", "ints"), "ints", egg=None, host=True, py=_positions_py,
-       doc="for each element of p found in q, its index in q (a dot's contracting dims "
-           "of one operand matched to the other's)"),
+       doc="for each element of p found in q, its index in q, the others skipped (where a "
+           "broadcast's dims land once a reduce removes some; a dot's contracting dims of "
+           "one operand matched to the other's)"),
     Fn("put", ("ints", "ints", "ints"), "ints", egg=None, host=True, py=_put_py,
        doc="p with element idx[j] replaced by vals[j]"),
     Fn("fill", ("int", "int"), "ints", egg=None, host=True, py=_fill_py,
        doc="a list of n copies of v"),
-    Fn("swapped_labels", ("str",), "str", egg=None, host=True, py=_swapped_labels_py,
+    Fn("swapped_labels", ("str",), "str", egg=None, host=True,
+       py=_conv_py(conv_functions.swapped_labels),
        doc="a convolution's dim_labels with its operands swapped"),
-    Fn("swapped_window", ("str", "str", "ints"), "str", egg=None, host=True,
-       py=_swapped_window_py,
-       doc="the window of convolution(y, x) for a window w, dim_labels l and x's dims (no "
-           "value unless w is reversed on every spatial dim, with strides and dilations 1)"),
+    Fn("spatial_sizes", ("ints", "str"), "ints", egg=None, host=True,
+       py=_conv_py(conv_functions.spatial_sizes),
+       doc="the sizes of a convolution input's spatial dims (its dims d, dim_labels l), in "
+           "window order"),
+    Fn("swapped_padding", ("ints", "ints", "ints"), "ints", egg=None, host=True,
+       py=_conv_py(conv_functions.swapped_padding),
+       doc="p + x - k per dim: a window side's padding once the window spans sizes x "
+           "instead of k (no value where one is negative)"),
 ]
 
 FUNCTIONS: dict[str, Fn] = {row.name: row for row in _ROWS}

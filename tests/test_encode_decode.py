@@ -198,6 +198,33 @@ def test_side_effecting_instructions_are_never_merged_or_dropped():
     assert instructions(out).count("rng") == 3
 
 
+@pytest.mark.parametrize("body, window", [
+    ("""  x = f32[1,5,2] parameter(0)
+  k = f32[3,2,4] parameter(1)
+  ROOT c = f32[1,3,4] convolution(x, k), window={size=3 stride=2 pad=1_2 rhs_reversal=1},
+    dim_labels=b0f_0io->b0f""", "window={size=3 stride=2 pad=1_2 rhs_reversal=1}"),
+    ("""  x = f32[4,6] parameter(0)
+  ROOT r = f32[2,6] reduce-window(x, f32[] constant(0)),
+    window={size=2x2 stride=2x1 pad=0_0x1_1 rhs_dilate=1x2}, to_apply=add""",
+     "window={size=2x2 stride=2x1 pad=0_0x1_1 rhs_dilate=1x2}"),
+    # A window of no dims prints as nothing: XLA's parser rejects `window={}`.
+    ("""  x = f32[2,3] parameter(0)
+  k = f32[3,4] parameter(1)
+  ROOT c = f32[2,4] convolution(x, k), dim_labels=bf_io->bf""", None),
+    ("""  x = f32[] parameter(0)
+  ROOT r = f32[] reduce-window(x, f32[] constant(0)), to_apply=add""", None)])
+def test_windows_survive_part_by_part(body, window):
+    # A convolution's or reduce-window's window is one schema field per part (rules match
+    # and build sizes, paddings, ...).
+    text = entry(body, "add {\n a = f32[] parameter(0)\n b = f32[] parameter(1)\n"
+                       " ROOT r = f32[] add(a, b)\n}")
+    out = roundtrip(text).to_text()
+    if window is None:
+        assert "window=" not in out
+    else:
+        assert window in out
+
+
 def test_gather_and_scatter_dimension_numbers_survive():
     # Their dimension numbers are schema fields (rules match them); batching dims print only
     # where they are not empty, unique_indices stays with its scatter.

@@ -1488,3 +1488,15 @@ def test_a_true_convolution_with_the_larger_operand_as_kernel_swaps_them():   # 
     window = root.attrs["window"]
     assert window.size == (3, 3) and window.pad == ((2, 2), (2, 2)) and all(window.rhs_reversal)
     assert dot_form(body, fp_mode="xla") == "convolution(p0, p1)"
+
+
+@pytest.mark.parametrize("window, result", [
+    ("size=6x6 pad=5_5x5_5", "f64[8,8,8,4]"),                        # not reversed
+    ("size=6x6 stride=2x2 pad=5_5x5_5 rhs_reversal=1x1", "f64[8,4,4,4]"),
+    ("size=6x6 pad=2_2x2_2 rhs_reversal=1x1", "f64[8,2,2,4]")])     # the kernel padded by -1
+def test_a_convolution_that_is_not_a_true_one_keeps_its_operands(window, result):
+    assert dot_form(f"""
+  a = f64[3,3,4,4] parameter(0)
+  b = f64[8,6,6,4] parameter(1)
+  ROOT c = {result} convolution(a, b), window={{{window}}}, dim_labels=01bf_o01i->f01b""",
+                    fp_mode="fast") == "convolution(p0, p1)"

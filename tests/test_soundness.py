@@ -273,3 +273,14 @@ def test_bitcasts_and_layout_constraints_are_drawn_in_other_layouts(text, status
 def test_start_indices_are_drawn_inside_and_outside_the_window_range(text, status):
     v = verdict(text, trials=100)
     assert v.status == status, v.detail
+
+
+@pytest.mark.parametrize("text, status", [
+    # The update is drawn after the operand, to fit it, whatever term it is.
+    ("rule r [strict]: dynamic-update-slice(x, u, i...) => x", "unsound"),
+    ("rule r [strict]: dynamic-update-slice(x, negate(negate(u)), i...)"
+     " => dynamic-update-slice(x, u, i...)", "sound"),
+])
+def test_a_dynamic_update_slice_update_is_drawn_to_fit_its_operand(text, status):
+    v = verdict(text, trials=100)
+    assert v.status == status, v.detail
