@@ -65,7 +65,7 @@ def _transcendental(op: str, c_name: str | None):
     def emit(b, x, t, inst):
         if x.type == F32 and fast is not None:
             return fast(b, x)
-        if x.type == F32 and op in vecmath.FUNCTIONS and vecmath.available():
+        if x.type == F32 and op in vecmath.FUNCTIONS and vecmath.usable(b):
             return vecmath.call(b, op, [x])
         x64 = _to64(b, x)
         if c_name is None:
@@ -202,7 +202,7 @@ def _atan2(b, x, y, t, inst):
 
 
 def _float_binary(b, op: str, c_name: str, x, y, t):
-    if x.type == F32 and vecmath.available():
+    if x.type == F32 and vecmath.usable(b):
         return vecmath.call(b, op, [x, y])
     return _from64(b, libm(b, c_name, [_to64(b, x), _to64(b, y)]), t)
 

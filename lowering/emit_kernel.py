@@ -290,13 +290,7 @@ def emit_loop(kb: KernelBuilder, outputs: list, lo, hi, flat: bool = False):
     dims = outputs[0][1][0].dims
 
     def emit(index, linear):
-        gen.push_scope()
-        for root, dests, pick in outputs:
-            v = gen.value(root, index)
-            values = [pick(v)] if pick else (list(v) if isinstance(v, list) else [v])
-            for dest, x in zip(dests, values):
-                store(b, x, dest.ptr, dest.et, linear)
-        gen.pop_scope()
+        store_outputs(gen, outputs, index, linear)
     if flat or _flat(dims, [r for r, _, _ in outputs], kb.sources):
         with for_range(b, lo, hi, "i") as i:
             emit(Index(dims, linear=i), i)
@@ -308,6 +302,18 @@ def emit_loop(kb: KernelBuilder, outputs: list, lo, hi, flat: bool = False):
         with for_range(b, 0, n, "col") as j:
             linear = b.add(base, j)
             emit(Index(dims, values=outer + [j], linear=linear), linear)
+
+
+def store_outputs(gen: Elemental, outputs: list, index: Index, linear) -> None:
+    """Store the value at `index` of every output (root, dests, pick) at position `linear`
+    of its dests: the body of every loop kernel, on every target."""
+    gen.push_scope()
+    for root, dests, pick in outputs:
+        v = gen.value(root, index)
+        values = [pick(v)] if pick else (list(v) if isinstance(v, list) else [v])
+        for dest, x in zip(dests, values):
+            store(gen.b, x, dest.ptr, dest.et, linear)
+    gen.pop_scope()
 
 
 # ------------------------------------------------------------------------ entry points

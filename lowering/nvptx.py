@@ -1,0 +1,110 @@
+"""NVPTX code generation through llvmlite: the GPU's counterpart of jit.py.
+
+llvmlite ships LLVM's `nvptx64-nvidia-cuda` target, so PTX is made without CUDA installed.
+Math functions come from libdevice (`libdevice.10.bc`, the CUDA math library as LLVM
+bitcode): a kernel that calls `__nv_*` functions has libdevice linked in, everything but the
+kernels internalized (so the optimizer drops what is not called), then the -O3 pipeline of
+the NVPTX target machine, which also resolves libdevice's `__nvvm_reflect` queries.
+"""
+from __future__ import annotations
+
+import functools
+import glob
+import os
+import shutil
+
+import llvmlite.binding as llvm
+from llvmlite import ir
+
+from ..errors import UnsupportedError
+from . import jit
+
+TRIPLE = "nvptx64-nvidia-cuda"
+DEFAULT_ARCH = "sm_90"
+LIBDEVICE_PREFIX = "__nv_"
+
+
+@functools.lru_cache(maxsize=None)
+def target_machine(arch: str = DEFAULT_ARCH):
+    """The NVPTX target machine for `arch` (sm_80, sm_90, ...); an unknown name is an
+    UnsupportedError, not LLVM's warning and a generic CPU."""
+    jit.target_machine()                       # LLVM initialized with its options
+    llvm.initialize_all_targets()
+    llvm.initialize_all_asmprinters()
+    target = llvm.Target.from_triple(TRIPLE)
+    if not arch.startswith("sm_") or not arch[3:].rstrip("af").isdigit():
+        raise UnsupportedError(f"unknown GPU architecture {arch!r} (expected sm_XX, "
+                               f"e.g. sm_80 or sm_90)")
+    return target.create_target_machine(cpu=arch, opt=3)
+
+
+def new_module(name: str, arch: str = DEFAULT_ARCH) -> ir.Module:
+    """An empty llvmlite module for the NVPTX triple and data layout."""
+    mod = ir.Module(name)
+    mod.triple = TRIPLE
+    mod.data_layout = str(target_machine(arch).target_data)
+    return mod
+
+
+@functools.lru_cache(maxsize=None)
+def libdevice_path() -> str | None:
+    """libdevice.10.bc: $CUDA_HOME's, the one of the CUDA installation whose ptxas is on
+    PATH, or any under /usr/local/cuda*; None if there is none."""
+    roots = [os.environ.get("CUDA_HOME", "")]
+    ptxas = shutil.which("ptxas")
+    if ptxas:
+        real = os.path.realpath(ptxas)
+        roots += [os.path.dirname(os.path.dirname(real))]
+    roots += sorted(glob.glob("/usr/local/cuda*"), reverse=True)
+    for root in roots:
+        path = os.path.join(root, "nvvm", "libdevice", "libdevice.10.bc")
+        if root and os.path.isfile(path):
+            return path
+    return None
+
+
+@functools.lru_cache(maxsize=1)
+def _libdevice_bitcode() -> bytes:
+    path = libdevice_path()
+    if path is None:
+        raise UnsupportedError("GPU math functions need libdevice.10.bc (CUDA's nvvm/libdevice; "
+                               "set CUDA_HOME), which was not found")
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def libdevice_call(b: ir.IRBuilder, name: str, args: list):
+    """The math library of GPU kernels (intrinsics.set_math_library): C function `name`
+    on doubles as libdevice's `__nv_name`; UnsupportedError when libdevice is absent."""
+    _libdevice_bitcode()
+    full = LIBDEVICE_PREFIX + name
+    try:
+        fn = b.module.get_global(full)
+    except KeyError:
+        fn = ir.Function(b.module, ir.FunctionType(args[0].type, [a.type for a in args]), full)
+    return b.call(fn, args)
+
+
+def compile_module(text: str, kernels: list[str], arch: str = DEFAULT_ARCH,
+                   optimized: bool = True) -> llvm.ModuleRef:
+    """Parse a kernel module, link libdevice if it calls into it, keep only `kernels`
+    visible, and optimize it for `arch`."""
+    mod = jit.parse(text)
+    if any(f.is_declaration and f.name.startswith(LIBDEVICE_PREFIX) for f in mod.functions):
+        lib = llvm.parse_bitcode(_libdevice_bitcode())
+        lib.triple = TRIPLE
+        lib.data_layout = str(target_machine(arch).target_data)
+        mod.link_in(lib)
+    for fn in mod.functions:
+        if not fn.is_declaration and fn.name not in kernels:
+            fn.linkage = "internal"
+    if optimized:
+        pto = llvm.create_pipeline_tuning_options(speed_level=3)
+        pb = llvm.create_pass_builder(target_machine(arch), pto)
+        pb.getModulePassManager().run(mod, pb)
+    return mod
+
+
+def ptx(text: str, kernels: list[str], arch: str = DEFAULT_ARCH) -> str:
+    """PTX assembly of a kernel module for `arch`."""
+    return target_machine(arch).emit_assembly(compile_module(text, kernels, arch))
