@@ -17,25 +17,25 @@ import llvmlite.binding as llvm
 from llvmlite import ir
 
 from ..errors import UnsupportedError
+from ..targets import gpu
 from . import jit
 
 TRIPLE = "nvptx64-nvidia-cuda"
-DEFAULT_ARCH = "sm_90"
+DEFAULT_ARCH = gpu.DEFAULT_ARCH
 LIBDEVICE_PREFIX = "__nv_"
 
 
 @functools.lru_cache(maxsize=None)
 def target_machine(arch: str = DEFAULT_ARCH):
-    """The NVPTX target machine for `arch` (sm_80, sm_90, ...); an unknown name is an
-    UnsupportedError, not LLVM's warning and a generic CPU."""
+    """The NVPTX target machine for `arch` (sm_80, sm_90, ...; targets/gpu.ARCHITECTURES);
+    another name is an UnsupportedError, not LLVM's warning and PTX for no GPU."""
     jit.target_machine()                       # LLVM initialized with its options
     llvm.initialize_all_targets()
     llvm.initialize_all_asmprinters()
-    target = llvm.Target.from_triple(TRIPLE)
-    if not arch.startswith("sm_") or not arch[3:].rstrip("af").isdigit():
-        raise UnsupportedError(f"unknown GPU architecture {arch!r} (expected sm_XX, "
-                               f"e.g. sm_80 or sm_90)")
-    return target.create_target_machine(cpu=arch, opt=3)
+    if arch not in gpu.ARCHITECTURES:
+        raise UnsupportedError(f"unknown GPU architecture {arch!r} (one of "
+                               f"{', '.join(gpu.ARCHITECTURES)})")
+    return llvm.Target.from_triple(TRIPLE).create_target_machine(cpu=arch, opt=3)
 
 
 def new_module(name: str, arch: str = DEFAULT_ARCH) -> ir.Module:

@@ -187,6 +187,8 @@ ENTRY e {
      r"^.*in\.hlo:10:8: GPU code for reduce \(r\) is not emitted yet: only loop kernels"),
     (ELEMENTWISE, ["--target=gpu", "--emit=ptx", "--gpu-arch=volta"],
      r"unknown GPU architecture 'volta'"),
+    (ELEMENTWISE, ["--target=gpu", "--emit=ptx", "--gpu-arch=sm_12"],
+     r"unknown GPU architecture 'sm_12' \(one of sm_70, "),
     (ELEMENTWISE, ["--emit=ptx"], r"--emit=ptx and --gpu-arch need --target=gpu"),
 ])
 def test_cli_refusals_are_one_line(text, args, message, tmp_path, capsys):
