@@ -15,6 +15,8 @@ from conftest import corpus_files, corpus_ids
 from hlo_opt.errors import UnsupportedError
 from hlo_opt.fusion.stage import fuse
 from hlo_opt.lowering import elemental, emit_elementwise, emit_gpu, emit_kernel, nvptx
+from hlo_opt.lowering.ltypes import ELEM_TYPES
+from lowering_helpers import converts_module, elementwise_module
 from hlo_opt.tools.hlo_opt_cli import main
 
 PTXAS = shutil.which("ptxas")
@@ -60,6 +62,23 @@ def test_every_loop_kernel_of_the_corpus_assembles(path, tmp_path):
     module_id = _module_id(path)
     assert (not refused) == (module_id.removesuffix(".xla_opt") in LOOP_ONLY
                              or module_id in LOOP_ONLY), refused
+
+
+TYPED = {"converts": converts_module(), **{t: elementwise_module(t) for t in ELEM_TYPES}}
+
+
+@needs_ptxas
+@needs_libdevice
+@pytest.mark.parametrize("arch", ["sm_75", "sm_90"])
+@pytest.mark.parametrize("what", list(TYPED))
+def test_every_elementwise_op_and_convert_on_every_type_assembles(what, arch, tmp_path):
+    """The CPU lowering's whole elementwise table (and every convert) on each type it
+    lowers, as one kernel with an output per op, for the oldest architecture CUDA 13 takes
+    (Turing: no NaN-propagating min/max instruction) and the default."""
+    entry = hlo_opt.parse(TYPED[what]).entry
+    kernel = emit_gpu.emit_gpu_kernel(entry, "k", arch)
+    assert kernel.n_outputs == len(entry.root.operands) > 0
+    assemble(nvptx.ptx(kernel.ir, [kernel.name], arch), tmp_path, arch)
 
 
 ELEMENTWISE = """HloModule m
