@@ -44,7 +44,8 @@ def libm(b: ir.IRBuilder, name: str, args: list):
 
 def set_math_library(module: ir.Module, library) -> None:
     """Have `libm` calls in `module` go through `library(b, name, args)`: code for a target
-    that cannot call the host's libm (GPU kernels: libdevice)."""
+    that cannot call the host's libm (GPU kernels: libdevice). It is also asked for f32
+    functions on f32 `args` (emit_elementwise), which the host takes from libmvec."""
     module.__dict__["_hlo_math_library"] = library
 
 

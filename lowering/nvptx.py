@@ -75,9 +75,10 @@ def _libdevice_bitcode() -> bytes:
 
 def libdevice_call(b: ir.IRBuilder, name: str, args: list):
     """The math library of GPU kernels (intrinsics.set_math_library): C function `name`
-    on doubles as libdevice's `__nv_name`; UnsupportedError when libdevice is absent."""
+    as libdevice's `__nv_name` on doubles, `__nv_namef` on floats; UnsupportedError when
+    libdevice is absent."""
     _libdevice_bitcode()
-    full = LIBDEVICE_PREFIX + name
+    full = LIBDEVICE_PREFIX + name + ("f" if args[0].type == ir.FloatType() else "")
     try:
         fn = b.module.get_global(full)
     except KeyError:

@@ -20,7 +20,7 @@ from llvmlite import ir
 
 from ..targets import cpu_facts
 from . import jit
-from .intrinsics import declare, math_library
+from .intrinsics import declare
 
 F32 = ir.FloatType()
 # HLO opcode -> (libm name, arity)
@@ -45,12 +45,6 @@ def available() -> bool:
         return False
     _compile_wrappers()
     return True
-
-
-def usable(b: ir.IRBuilder) -> bool:
-    """libmvec can serve the code `b` emits: it is available and the module is host code
-    (not a GPU kernel with a math library of its own)."""
-    return math_library(b.module) is None and available()
 
 
 def _compile_wrappers() -> None:

@@ -146,10 +146,10 @@ ENTRY e {
 @needs_ptxas
 def test_math_functions_come_from_libdevice(tmp_path):
     """What the CPU takes from libm (f64 log) or libmvec (f32 sine) is libdevice's on the
-    GPU, linked in: the PTX calls no external function."""
+    GPU, in the same precision, linked in: the PTX calls no external function."""
     kernel = emit_gpu.emit_kernels(fuse(hlo_opt.parse(MATH), "gpu"))[0]
     assert re.search(r'call double @"?__nv_log"?\(double', kernel.ir)
-    assert re.search(r'call double @"?__nv_sin"?\(double', kernel.ir)
+    assert re.search(r'call float @"?__nv_sinf"?\(float', kernel.ir)
     assert "hlo_vm_" not in kernel.ir
     ptx = nvptx.ptx(kernel.ir, [kernel.name])
     assert ".extern" not in ptx
