@@ -35,7 +35,7 @@ from ..ir import Computation, Instruction, Module
 from ..kernels import executed_computations
 from . import fallback, nvptx, phases
 from .elemental import Elemental, Source
-from .emit_kernel import PHASES, array_constants, plan_steps, store_outputs
+from .emit_kernel import PHASES, array_constants, kernel_outputs, store_outputs
 from .emit_loops import Index
 from .intrinsics import declare, set_math_library
 from .ltypes import I32, I64, PTR, VOID
@@ -60,12 +60,16 @@ def unsupported(inst: Instruction, why: str) -> UnsupportedError:
 
 def emit_gpu_kernel(comp: Computation, name: str, arch: str = nvptx.DEFAULT_ARCH) -> GpuKernel:
     """Emit loop kernel `comp` as NVPTX kernel `name`."""
-    groups, _, _ = plan_steps(comp)
-    for g in groups:
+    for g in phases.split(comp, fallback.why_not):
+        if g.fallback:
+            raise unsupported(g.root, g.fallback)
         if g.root.opcode in PHASES:
             raise unsupported(g.root, "only loop kernels (elementwise and data movement) "
                                       "have GPU code so far")
-    outputs = _outputs(comp)
+    outputs = kernel_outputs(comp)
+    for o in outputs:
+        if o.shape.is_tuple:
+            raise unsupported(o, "a tuple-shaped kernel output")
     inputs = comp.parameters + array_constants(comp)
 
     mod = nvptx.new_module(name, arch)
@@ -91,11 +95,6 @@ def emit_gpu_kernel(comp: Computation, name: str, arch: str = nvptx.DEFAULT_ARCH
                 store_outputs(gen, stores, Index(dims, linear=i), i)
     b.ret_void()
     return GpuKernel(name, str(mod), len(outputs), len(inputs), elements, comp)
-
-
-def _outputs(comp: Computation) -> list[Instruction]:
-    root = comp.root
-    return list(root.operands) if root.opcode == "tuple" else [root]
 
 
 def _special(b: ir.IRBuilder, register: str):
@@ -149,8 +148,8 @@ def module_kernels(module: Module) -> list[tuple[str, Computation]]:
         position = {id(i): n for n, i in enumerate(comp.post_order())}
         for phase in phases.kernels(comp, fallback.why_not):
             root = phase.root
-            if phase.fallback:
-                raise unsupported(root, phase.fallback)
+            if phase.fallback and root.opcode != "fusion":    # a fusion's member is named
+                raise unsupported(root, phase.fallback)          # by emit_gpu_kernel
             if root.opcode == "constant" or is_view(root):
                 continue
             body = root.attrs["calls"] if root.opcode == "fusion" else \

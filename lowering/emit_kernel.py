@@ -86,7 +86,8 @@ def register(opcode: str, emit, plan) -> None:
     PHASES[opcode] = (emit, plan)
 
 
-def _outputs(comp: Computation) -> list[Instruction]:
+def kernel_outputs(comp: Computation) -> list[Instruction]:
+    """What a kernel writes: its root's elements, or its root."""
     root = comp.root
     return list(root.operands) if root.opcode == "tuple" else [root]
 
@@ -99,7 +100,7 @@ def emit_kernel(comp: Computation, name: str, key: str = "") -> KernelCode:
     """Emit `comp` as kernel `name` (UnsupportedError if some op has no emitter); `key` is
     its fingerprint when the caller has it."""
     groups, steps, plans = plan_steps(comp)
-    outputs = _outputs(comp)
+    outputs = kernel_outputs(comp)
     offsets = [sum(len(_leaves(o)) for o in outputs[:k]) for k in range(len(outputs))]
     out_shapes = [s for o in outputs for s in _leaves(o)]
     first: dict[int, int] = {}

@@ -201,9 +201,20 @@ ENTRY e {
 """
 
 
+SUB_BYTE = """HloModule m
+ENTRY e {
+  x = s4[16] parameter(0)
+  y = s4[16] add(x, x)
+  ROOT z = s4[16] multiply(y, x)
+}
+"""
+
+
 @pytest.mark.parametrize("text, args, message", [
     (REDUCE, ["--target=gpu", "--emit=ptx"],
      r"^.*in\.hlo:10:8: GPU code for reduce \(r\) is not emitted yet: only loop kernels"),
+    (SUB_BYTE, ["--target=gpu", "--emit=ptx"],
+     r"^.*in\.hlo:4:3: GPU code for add \(y\) is not emitted yet: element type s4$"),
     (ELEMENTWISE, ["--target=gpu", "--emit=ptx", "--gpu-arch=volta"],
      r"unknown GPU architecture 'volta'"),
     (ELEMENTWISE, ["--target=gpu", "--emit=ptx", "--gpu-arch=sm_12"],
