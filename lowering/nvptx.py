@@ -100,9 +100,7 @@ def compile_module(text: str, kernels: list[str], arch: str = DEFAULT_ARCH,
         if not fn.is_declaration and fn.name not in kernels:
             fn.linkage = "internal"
     if optimized:
-        pto = llvm.create_pipeline_tuning_options(speed_level=3)
-        pb = llvm.create_pass_builder(target_machine(arch), pto)
-        pb.getModulePassManager().run(mod, pb)
+        jit.optimize(mod, 3, target_machine(arch))
     return mod
 
 
