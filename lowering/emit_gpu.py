@@ -142,8 +142,9 @@ def module_kernels(module: Module) -> list[tuple[str, Computation]]:
     and each other instruction with work of its own, of the entry and the computations its
     control flow runs. Views (reshape, copy, a layout-keeping bitcast) move no data and are
     not kernels; what the CPU path would run through the interpreter is an
-    UnsupportedError (the GPU has no interpreter fallback)."""
-    out = []
+    UnsupportedError (the GPU has no interpreter fallback). Names are PTX identifiers,
+    distinct within the module."""
+    out, taken = [], set()
     for comp in executed_computations(module):
         position = {id(i): n for n, i in enumerate(comp.post_order())}
         for phase in phases.kernels(comp, fallback.why_not):
@@ -154,13 +155,18 @@ def module_kernels(module: Module) -> list[tuple[str, Computation]]:
                 continue
             body = root.attrs["calls"] if root.opcode == "fusion" else \
                 phases.computation([phase], position, root.name)
-            out.append((_symbol(root.name), body))
+            out.append((_symbol(root.name, taken), body))
     return out
 
 
-def _symbol(name: str) -> str:
-    """A PTX identifier for an HLO name (`fusion.3` -> `fusion_3`)."""
-    return "".join(c if c.isalnum() or c == "_" else "_" for c in name)
+def _symbol(name: str, taken: set[str]) -> str:
+    """A PTX identifier for an HLO name (`fusion.3` -> `fusion_3`), not one in `taken`."""
+    base = "".join(c if c.isalnum() or c == "_" else "_" for c in name)
+    symbol, n = base, 1
+    while symbol in taken:
+        symbol, n = f"{base}_{n}", n + 1
+    taken.add(symbol)
+    return symbol
 
 
 def emit_kernels(module: Module, arch: str = nvptx.DEFAULT_ARCH) -> list[GpuKernel]:
@@ -168,16 +174,16 @@ def emit_kernels(module: Module, arch: str = nvptx.DEFAULT_ARCH) -> list[GpuKern
 
 
 def emit_llvm(module: Module, arch: str = nvptx.DEFAULT_ARCH, optimized: bool = True) -> str:
-    """NVPTX LLVM IR of every kernel (after -O3, libdevice linked, unless `optimized` is
-    False)."""
-    parts = []
-    for k in emit_kernels(module, arch):
-        text = str(nvptx.compile_module(k.ir, [k.name], arch)) if optimized else k.ir
-        parts.append(f"; ---- {k.name}\n{text}")
-    return "\n".join(parts)
+    """NVPTX LLVM IR of the module's kernels as one module (after -O3, libdevice linked,
+    unless `optimized` is False: then each kernel's own module)."""
+    kernels = emit_kernels(module, arch)
+    if not optimized:
+        return "\n".join(f"; ---- {k.name}\n{k.ir}" for k in kernels)
+    return str(nvptx.compile_module([k.ir for k in kernels], [k.name for k in kernels], arch))
 
 
 def emit_ptx(module: Module, arch: str = nvptx.DEFAULT_ARCH) -> str:
-    """PTX of every kernel the module runs, for `arch`."""
-    return "\n".join(f"// ---- {k.name}\n{nvptx.ptx(k.ir, [k.name], arch)}"
-                     for k in emit_kernels(module, arch))
+    """PTX of every kernel the module runs, as one PTX module for `arch` (what ptxas
+    assembles and the CUDA driver loads)."""
+    kernels = emit_kernels(module, arch)
+    return nvptx.ptx([k.ir for k in kernels], [k.name for k in kernels], arch)

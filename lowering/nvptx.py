@@ -86,11 +86,15 @@ def libdevice_call(b: ir.IRBuilder, name: str, args: list):
     return b.call(fn, args)
 
 
-def compile_module(text: str, kernels: list[str], arch: str = DEFAULT_ARCH,
+def compile_module(texts: list[str], kernels: list[str], arch: str = DEFAULT_ARCH,
                    optimized: bool = True) -> llvm.ModuleRef:
-    """Parse a kernel module, link libdevice if it calls into it, keep only `kernels`
-    visible, and optimize it for `arch`."""
-    mod = jit.parse(text)
+    """Kernel modules linked into one (one PTX module holds every kernel of an HLO module),
+    libdevice linked if they call into it, only `kernels` left visible, optimized for
+    `arch`."""
+    mod = jit.parse(f'target triple = "{TRIPLE}"\n'
+                    f'target datalayout = "{target_machine(arch).target_data}"')
+    for text in texts:
+        mod.link_in(jit.parse(text))
     if any(f.is_declaration and f.name.startswith(LIBDEVICE_PREFIX) for f in mod.functions):
         lib = llvm.parse_bitcode(_libdevice_bitcode())
         lib.triple = TRIPLE
@@ -104,6 +108,6 @@ def compile_module(text: str, kernels: list[str], arch: str = DEFAULT_ARCH,
     return mod
 
 
-def ptx(text: str, kernels: list[str], arch: str = DEFAULT_ARCH) -> str:
-    """PTX assembly of a kernel module for `arch`."""
-    return target_machine(arch).emit_assembly(compile_module(text, kernels, arch))
+def ptx(texts: list[str], kernels: list[str], arch: str = DEFAULT_ARCH) -> str:
+    """PTX assembly of kernel modules, as one PTX module for `arch`."""
+    return target_machine(arch).emit_assembly(compile_module(texts, kernels, arch))
