@@ -3,7 +3,8 @@
 Instructions come out in the input's order where they come from it (new ones just before
 their first user), parameters leading by number. An e-class that holds an original
 instruction's term gives the new instruction that instruction's name (each name once; fresh
-`opcode.N` names otherwise), and its metadata when the chosen node has the same opcode.
+`opcode.N` names otherwise), and its metadata and source position when the chosen node has
+the same opcode (so later stages' errors point at the input's line).
 Types become Shapes with their layouts, attributes typed IR values, callee names the output
 module's computations.
 """
@@ -43,19 +44,22 @@ def decode(terms: FrozenTerms, extraction: Extraction, encoding: Encoding, part:
         opcode, shape, attrs, fields = parts
         attrs = dict(attrs)
         origin = origins.get(c, (0, None))[1]
-        if origin is not None and origin.opcode == opcode and "metadata" in origin.attrs:
+        same_op = origin is not None and origin.opcode == opcode
+        if same_op and "metadata" in origin.attrs:
             attrs["metadata"] = origin.attrs["metadata"]
+        where = {"line": origin.line, "column": origin.column} if same_op else {}
         name = origin.name if origin is not None and names.reuse(origin.name) \
             else names.fresh(opcode)
         if opcode == "parameter":
-            inst = Instruction(name, opcode, shape, (), attrs, parameter_number=key[node])
+            inst = Instruction(name, opcode, shape, (), attrs, parameter_number=key[node],
+                               **where)
         elif opcode == "constant":
             literal = scalar_from_text(fields[0], shape.element_type) if key[node] == 0 \
                 else encoding.literals[key[node]]
-            inst = Instruction(name, opcode, shape, (), attrs, literal=literal)
+            inst = Instruction(name, opcode, shape, (), attrs, literal=literal, **where)
         else:
             operands = [made[k] for k in child[ptr[node]:ptr[node + 1]]]
-            inst = Instruction(name, opcode, shape, operands, attrs)
+            inst = Instruction(name, opcode, shape, operands, attrs, **where)
         made[c] = inst
     instructions = list(made.values())
     parameters = sorted((i for i in instructions if i.opcode == "parameter"),

@@ -5,7 +5,7 @@ Semantics are XLA's (and the interpreter's): maximum/minimum propagate NaN and o
 (llvm.maximum); integer x/0 = -1 and x%0 = x; float->int converts saturate and send NaN to 0
 (llvm.fptosi.sat); shifts by >= the bit width give 0 or the sign fill; narrow floats compute
 in f32 and are rounded back after every op; transcendental functions are mathlib.py's in f32
-and libm's in f64.
+and libm's in f64 (libdevice's, in f32 and f64, in GPU kernels).
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from llvmlite import ir
 from ..dtypes import FLOATING, INTEGRAL
 from . import mathlib, vecmath
 from .convert import CONVERSIONS, convert_lowerable
-from .intrinsics import call, libm
+from .intrinsics import call, libm, math_library
 from .ltypes import F32, F64, I1, ElemType, component, elem, round_to, select, supported
 
 Emitter = Callable[..., object]
@@ -57,16 +57,17 @@ def _intrinsic(name):
 
 
 def _transcendental(op: str, c_name: str | None):
-    """f32 (and narrow floats, computed in f32) use mathlib.py, or libmvec through
-    vecmath.py; f64, and everything without a vectorizable f32 version, call libm in double
-    (c_name None: logistic, which libm has not)."""
+    """f32 (and narrow floats, computed in f32) use mathlib.py, or an f32 library function
+    (`_f32_call`); f64, and everything without either, call libm in double (c_name None:
+    logistic, which libm has not)."""
     fast = mathlib.F32_FUNCTIONS.get(op)
 
     def emit(b, x, t, inst):
         if x.type == F32 and fast is not None:
             return fast(b, x)
-        if x.type == F32 and op in vecmath.FUNCTIONS and vecmath.available():
-            return vecmath.call(b, op, [x])
+        y = _f32_call(b, op, c_name, [x]) if x.type == F32 and c_name else None
+        if y is not None:
+            return y
         x64 = _to64(b, x)
         if c_name is None:
             y = b.fdiv(F64(1.0), b.fadd(F64(1.0), libm(b, "exp", [b.fneg(x64)])))
@@ -202,9 +203,22 @@ def _atan2(b, x, y, t, inst):
 
 
 def _float_binary(b, op: str, c_name: str, x, y, t):
-    if x.type == F32 and vecmath.available():
-        return vecmath.call(b, op, [x, y])
+    z = _f32_call(b, op, c_name, [x, y]) if x.type == F32 else None
+    if z is not None:
+        return z
     return _from64(b, libm(b, c_name, [_to64(b, x), _to64(b, y)]), t)
+
+
+def _f32_call(b, op: str, c_name: str, args: list):
+    """An f32 library function on f32 values, without a round trip through double: the
+    module's own math library's (libdevice's `sinf`, ... in GPU kernels), else libmvec's
+    (vecmath.py); None where neither has it."""
+    own = math_library(b.module)
+    if own is not None:
+        return own(b, c_name, args)
+    if op in vecmath.FUNCTIONS and vecmath.available():
+        return vecmath.call(b, op, args)
+    return None
 
 
 def _complex(b, x, y, t, inst):

@@ -86,7 +86,8 @@ def register(opcode: str, emit, plan) -> None:
     PHASES[opcode] = (emit, plan)
 
 
-def _outputs(comp: Computation) -> list[Instruction]:
+def kernel_outputs(comp: Computation) -> list[Instruction]:
+    """What a kernel writes: its root's elements, or its root."""
     root = comp.root
     return list(root.operands) if root.opcode == "tuple" else [root]
 
@@ -99,7 +100,7 @@ def emit_kernel(comp: Computation, name: str, key: str = "") -> KernelCode:
     """Emit `comp` as kernel `name` (UnsupportedError if some op has no emitter); `key` is
     its fingerprint when the caller has it."""
     groups, steps, plans = plan_steps(comp)
-    outputs = _outputs(comp)
+    outputs = kernel_outputs(comp)
     offsets = [sum(len(_leaves(o)) for o in outputs[:k]) for k in range(len(outputs))]
     out_shapes = [s for o in outputs for s in _leaves(o)]
     first: dict[int, int] = {}
@@ -290,13 +291,7 @@ def emit_loop(kb: KernelBuilder, outputs: list, lo, hi, flat: bool = False):
     dims = outputs[0][1][0].dims
 
     def emit(index, linear):
-        gen.push_scope()
-        for root, dests, pick in outputs:
-            v = gen.value(root, index)
-            values = [pick(v)] if pick else (list(v) if isinstance(v, list) else [v])
-            for dest, x in zip(dests, values):
-                store(b, x, dest.ptr, dest.et, linear)
-        gen.pop_scope()
+        store_outputs(gen, outputs, index, linear)
     if flat or _flat(dims, [r for r, _, _ in outputs], kb.sources):
         with for_range(b, lo, hi, "i") as i:
             emit(Index(dims, linear=i), i)
@@ -308,6 +303,18 @@ def emit_loop(kb: KernelBuilder, outputs: list, lo, hi, flat: bool = False):
         with for_range(b, 0, n, "col") as j:
             linear = b.add(base, j)
             emit(Index(dims, values=outer + [j], linear=linear), linear)
+
+
+def store_outputs(gen: Elemental, outputs: list, index: Index, linear) -> None:
+    """Store the value at `index` of every output (root, dests, pick) at position `linear`
+    of its dests: the body of every loop kernel, on every target."""
+    gen.push_scope()
+    for root, dests, pick in outputs:
+        v = gen.value(root, index)
+        values = [pick(v)] if pick else (list(v) if isinstance(v, list) else [v])
+        for dest, x in zip(dests, values):
+            store(gen.b, x, dest.ptr, dest.et, linear)
+    gen.pop_scope()
 
 
 # ------------------------------------------------------------------------ entry points

@@ -36,9 +36,22 @@ def call(b: ir.IRBuilder, name: str, args: list, ret: ir.Type | None = None,
 
 
 def libm(b: ir.IRBuilder, name: str, args: list):
-    """A C math library function on doubles (`sin`, `erf`, ...); the JIT resolves it in the
-    process's libm."""
-    return call(b, name, args, overloaded=False)
+    """A C math library function on doubles (`sin`, `erf`, ...): the process's libm, which
+    the JIT resolves, or the module's own math library where one is set."""
+    own = math_library(b.module)
+    return own(b, name, args) if own else call(b, name, args, overloaded=False)
+
+
+def set_math_library(module: ir.Module, library) -> None:
+    """Have `libm` calls in `module` go through `library(b, name, args)`: code for a target
+    that cannot call the host's libm (GPU kernels: libdevice). It is also asked for f32
+    functions on f32 `args` (emit_elementwise), which the host takes from libmvec."""
+    module.__dict__["_hlo_math_library"] = library
+
+
+def math_library(module: ir.Module):
+    """The module's own math library, or None for the host's libm."""
+    return module.__dict__.get("_hlo_math_library")
 
 
 # ------------------------------------------------------------------ floating-point mode

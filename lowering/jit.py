@@ -117,12 +117,13 @@ def tune(fn: ir.Function) -> None:
     fn.attributes.add("nounwind")
 
 
-def optimize(mod: llvm.ModuleRef, level: int = 3) -> None:
+def optimize(mod: llvm.ModuleRef, level: int = 3, tm=None) -> None:
+    """LLVM's pipeline at `level` for target machine `tm` (the host CPU's by default)."""
     pto = llvm.create_pipeline_tuning_options(speed_level=level)
     pto.loop_vectorization = level >= 2
     pto.slp_vectorization = level >= 2
     pto.loop_unrolling = level >= 2
-    pb = llvm.create_pass_builder(target_machine(), pto)
+    pb = llvm.create_pass_builder(tm or target_machine(), pto)
     pb.getModulePassManager().run(mod, pb)
 
 

@@ -212,7 +212,7 @@ class ProgramBuilder:
         if unit[0].fallback:
             return self._fallback(program, root, unit[0].fallback,
                                   [value(o) for o in root.operands])
-        if len(unit) == 1 and len(unit[0].members) == 1 and _is_view(root) and \
+        if len(unit) == 1 and len(unit[0].members) == 1 and is_view(root) and \
                 isinstance(value(root.operands[0]), Buffer):
             return value(root.operands[0])
         if root.opcode == "fusion":
@@ -287,7 +287,7 @@ class ProgramBuilder:
         return out
 
 
-def _is_view(inst: Instruction) -> bool:
+def is_view(inst: Instruction) -> bool:
     """reshape, copy (buffers are always row-major, whatever the layout says) and a bitcast
     that keeps the row-major byte order: the result is the operand's buffer."""
     if inst.opcode not in ("reshape", "copy", "bitcast"):

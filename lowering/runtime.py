@@ -27,7 +27,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from ..errors import HloError
+from ..errors import HloError, UnsupportedError
 from ..fusion.stage import fuse, has_fusions
 from ..interpreter.evaluator import coerce_argument
 from ..ir import Computation, Module
@@ -119,6 +119,9 @@ def _exported(k: KernelCode) -> list[str]:
 
 
 def compile_module(module, target: str = "cpu", flush_denormals: bool = False) -> "Executable":
+    if target == "gpu":
+        raise UnsupportedError("running on a GPU is not implemented yet (no host runtime); "
+                               "hlo-opt --target=gpu --emit=ptx prints the kernels' PTX")
     if target != "cpu":
         raise HloError(f"no code generator for target {target!r} (only 'cpu')")
     if isinstance(module, str):

@@ -26,6 +26,13 @@ GPU = Machine(
 )
 UNCOALESCED_FACTOR = 8.0             # 32-byte sector per 4-byte element
 
+# Architectures PTX is emitted for (lowering/nvptx.py): LLVM 22's NVPTX processors from
+# Volta on; LLVM takes any other name with a warning and emits PTX no ptxas accepts.
+DEFAULT_ARCH = "sm_90"
+ARCHITECTURES = ("sm_70", "sm_72", "sm_75", "sm_80", "sm_86", "sm_87", "sm_88", "sm_89", "sm_90",
+                 "sm_90a", "sm_100", "sm_100a", "sm_100f", "sm_101", "sm_101a", "sm_103",
+                 "sm_103a", "sm_110", "sm_110a", "sm_120", "sm_120a", "sm_121", "sm_121a")
+
 
 class GpuCostModel(RooflineModel):
     name = "gpu"

@@ -1,5 +1,6 @@
-"""Shared by the lowering tests: inputs with edge values, and comparing our CPU code with
-the interpreter (bit-exact, or within a number of ulps of the result type)."""
+"""Shared by the lowering tests: inputs with edge values, comparing our CPU code with the
+interpreter (bit-exact, or within a number of ulps of the result type), and modules that
+hold every elementwise op and convert the lowering has, per type."""
 from __future__ import annotations
 
 import warnings
@@ -10,6 +11,8 @@ import numpy as np
 import hlo_opt
 from hlo_opt.dtypes import DTYPES
 from hlo_opt.lowering import FallbackWarning
+from hlo_opt.lowering.emit_elementwise import BINARY, UNARY
+from hlo_opt.lowering.ltypes import ELEM_TYPES
 
 BF16 = ml_dtypes.bfloat16
 
@@ -113,3 +116,51 @@ def random_args(module, rng, small_ints: bool = True) -> list:
         vals = edge_values(s.element_type, max(s.num_elements, 1), rng, small_ints)
         args.append(rng.permutation(vals)[:s.num_elements].reshape(s.dims))
     return args
+
+
+# ------------------------------------------------- every op of the lowering's tables
+
+def _result_type(op: str, t: str) -> str | None:
+    """The result type of elementwise `op` on operands of type `t` (None: not an HLO op
+    on that type)."""
+    if op in ("is-finite", "compare"):
+        return "pred"
+    if op in ("abs", "sign") and ELEM_TYPES[t].kind == "uint":
+        return None                       # XLA defines them on signed and float types only
+    if op in ("real", "imag", "abs"):
+        return {"c64": "f32", "c128": "f64"}.get(t, t)
+    if op == "complex":
+        return {"f32": "c64", "f64": "c128"}.get(t)
+    return t
+
+
+def elementwise_module(t: str) -> str:
+    """Every unary and binary op the lowering has for type `t` (its own tables), in one
+    module."""
+    kind = ELEM_TYPES[t].kind
+    lines = [f"x = {t}[16] parameter(0)", f"y = {t}[16] parameter(1)"]
+    for table, arity in ((UNARY, 1), (BINARY, 2)):
+        for op, (_, kinds) in table.items():
+            out = _result_type(op, t)
+            if kind not in kinds or out is None:
+                continue
+            direction = ", direction=EQ" if op == "compare" else ""
+            lines.append(f"{op}.{arity} = {out}[16] {op}({'x, y' if arity == 2 else 'x'}){direction}")
+    return tuple_module(lines)
+
+
+def converts_module() -> str:
+    """convert between every pair of lowered types (complex only to complex)."""
+    types = list(ELEM_TYPES)
+    lines = [f"x.{s} = {s}[16] parameter({k})" for k, s in enumerate(types)]
+    lines += [f"c.{s}.{d} = {d}[16] convert(x.{s})" for s in types for d in types
+              if s != d and (ELEM_TYPES[s].kind != "complex" or ELEM_TYPES[d].kind == "complex")]
+    return tuple_module(lines)
+
+
+def tuple_module(lines: list[str], computations: str = "") -> str:
+    """A module whose result is the tuple of every instruction but the parameters."""
+    names = [l.split(" = ")[0] for l in lines if " parameter(" not in l]
+    shapes = [l.split(" = ")[1].split(" ")[0] for l in lines if " parameter(" not in l]
+    root = f"ROOT r = ({', '.join(shapes)}) tuple({', '.join(names)})"
+    return f"HloModule m\n{computations}\nENTRY e {{\n  " + "\n  ".join(lines + [root]) + "\n}\n"

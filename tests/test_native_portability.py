@@ -22,10 +22,9 @@ import pytest
 import hlo_opt
 from hlo_opt import UnsupportedError
 from hlo_opt.lowering import jit, objfile
-from hlo_opt.lowering.emit_elementwise import BINARY, UNARY
 from hlo_opt.lowering.ltypes import ELEM_TYPES
 from hlo_opt.targets import cpu_facts
-from lowering_helpers import assert_matches
+from lowering_helpers import assert_matches, converts_module, elementwise_module, tuple_module
 
 TESTS = Path(__file__).parent
 CPU_MODELS = ["x86-64", "x86-64-v2", "haswell", "skylake-avx512", "znver4", "sapphirerapids"]
@@ -38,52 +37,6 @@ parent_only = pytest.mark.skipif(bool(os.environ.get("HLO_OPT_CPU")),
 
 # ---------------------------------------------------------- representative kernels
 
-def _result_type(op: str, t: str) -> str | None:
-    """The result type of elementwise `op` on operands of type `t` (None: not an HLO op
-    on that type)."""
-    if op in ("is-finite", "compare"):
-        return "pred"
-    if op in ("abs", "sign") and ELEM_TYPES[t].kind == "uint":
-        return None                       # XLA defines them on signed and float types only
-    if op in ("real", "imag", "abs"):
-        return {"c64": "f32", "c128": "f64"}.get(t, t)
-    if op == "complex":
-        return {"f32": "c64", "f64": "c128"}.get(t)
-    return t
-
-
-def _elementwise(t: str) -> str:
-    """Every unary and binary op the lowering has for type `t` (its own tables), in one
-    module."""
-    kind = ELEM_TYPES[t].kind
-    lines = [f"x = {t}[16] parameter(0)", f"y = {t}[16] parameter(1)"]
-    for table, arity in ((UNARY, 1), (BINARY, 2)):
-        for op, (_, kinds) in table.items():
-            out = _result_type(op, t)
-            if kind not in kinds or out is None:
-                continue
-            direction = ", direction=EQ" if op == "compare" else ""
-            lines.append(f"{op}.{arity} = {out}[16] {op}({'x, y' if arity == 2 else 'x'}){direction}")
-    return _module(lines)
-
-
-def _converts() -> str:
-    """convert between every pair of lowered types (complex only to complex)."""
-    types = list(ELEM_TYPES)
-    lines = [f"x.{s} = {s}[16] parameter({k})" for k, s in enumerate(types)]
-    lines += [f"c.{s}.{d} = {d}[16] convert(x.{s})" for s in types for d in types
-              if s != d and (ELEM_TYPES[s].kind != "complex" or ELEM_TYPES[d].kind == "complex")]
-    return _module(lines)
-
-
-def _module(lines: list[str], computations: str = "") -> str:
-    """A module whose result is the tuple of every instruction but the parameters."""
-    names = [l.split(" = ")[0] for l in lines if " parameter(" not in l]
-    shapes = [l.split(" = ")[1].split(" ")[0] for l in lines if " parameter(" not in l]
-    root = f"ROOT r = ({', '.join(shapes)}) tuple({', '.join(names)})"
-    return f"HloModule m\n{computations}\nENTRY e {{\n  " + "\n  ".join(lines + [root]) + "\n}\n"
-
-
 _SCALARS = "\n".join(f"{op}_{t} {{ a = {t}[] parameter(0)\n b = {t}[] parameter(1)\n "
                      f"ROOT r = {rt}[] {op}(a, b){extra} }}"
                      for op, t, rt, extra in [("add", "f32", "f32", ""), ("add", "s64", "s64", ""),
@@ -92,7 +45,7 @@ _SCALARS = "\n".join(f"{op}_{t} {{ a = {t}[] parameter(0)\n b = {t}[] parameter(
                                               ("compare", "s64", "pred", ", direction=GT")])
 _DOT = "lhs_contracting_dims={1}, rhs_contracting_dims={0}"
 _CONV = "window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f"
-STRUCTURED = _module([
+STRUCTURED = tuple_module([
     "a = f32[64,48] parameter(0)", "b = f32[48,80] parameter(1)", "h = f16[20,30] parameter(2)",
     "g = f16[30,10] parameter(3)", "z = c64[9,30] parameter(4)", "w = c64[30,10] parameter(5)",
     "n = s64[9,30] parameter(6)", "m = s64[30,10] parameter(7)", "i = s32[5] parameter(8)",
@@ -120,8 +73,8 @@ STRUCTURED = _module([
     "rfft.f32 = c64[64,25] fft(a), fft_type=RFFT, fft_length={48}",
     "irfft.c64 = f32[9,58] fft(z), fft_type=IRFFT, fft_length={58}",
 ], _SCALARS)
-REPRESENTATIVE = {"structured": STRUCTURED, "converts": _converts(),
-                  **{f"elementwise.{t}": _elementwise(t) for t in ELEM_TYPES}}
+REPRESENTATIVE = {"structured": STRUCTURED, "converts": converts_module(),
+                  **{f"elementwise.{t}": elementwise_module(t) for t in ELEM_TYPES}}
 
 
 @pytest.mark.parametrize("name", REPRESENTATIVE)

@@ -1,5 +1,6 @@
 """`hlo-opt`: read an HLO module, optimize it, print it (stdout or -o, written atomically):
-as HLO text, or with --emit=llvm|asm as the LLVM IR or host assembly of its CPU kernels."""
+as HLO text, or with --emit=llvm|asm|ptx as the LLVM IR or assembly of its kernels: host code
+for the CPU, NVPTX IR and PTX for --target=gpu."""
 from __future__ import annotations
 
 import argparse
@@ -41,18 +42,27 @@ def build_arg_parser() -> argparse.ArgumentParser:
                         "an ill-typed input may then fail with an internal error)")
     p.add_argument("--emit", default="hlo", choices=EMIT,
                    help="what to print: the optimized HLO text (default), or the LLVM IR "
-                        "(after -O3) or assembly of its kernels and driver, compiled for "
-                        "this machine's CPU")
+                        "(after -O3) or assembly of its kernels (and driver), compiled for "
+                        "this machine's CPU, or with --target=gpu the NVPTX IR or PTX "
+                        "(asm and ptx are the same there) of its GPU kernels")
+    p.add_argument("--gpu-arch", default=None, metavar="sm_XX",
+                   help="GPU architecture of --emit for --target=gpu (default: sm_90)")
     return p
 
 
-EMIT = ("hlo", "llvm", "asm")
+EMIT = ("hlo", "llvm", "asm", "ptx")
 
 
-def emit_code(module, emit: str) -> str:
-    """The CPU lowering's listing of `module` (--emit=llvm|asm). Interpreter fallbacks are
-    not in the listing, so each is announced on stderr as one line, not a Python warning."""
+def emit_code(module, emit: str, target: str = "cpu", gpu_arch: str | None = None) -> str:
+    """The lowering's listing of `module` (--emit=llvm|asm|ptx) for `target`: the CPU's
+    kernels and driver, or the GPU's kernels. CPU interpreter fallbacks are not in the
+    listing, so each is announced on stderr as one line, not a Python warning."""
     from .. import lowering
+    if target == "gpu":
+        from ..lowering import emit_gpu
+        arch = gpu_arch or emit_gpu.nvptx.DEFAULT_ARCH
+        return emit_gpu.emit_llvm(module, arch) if emit == "llvm" else \
+            emit_gpu.emit_ptx(module, arch)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", lowering.FallbackWarning)
         text = lowering.emit_llvm(module) if emit == "llvm" else lowering.emit_asm(module)
@@ -66,13 +76,15 @@ def main(argv=None) -> int:
     args = build_arg_parser().parse_args(argv)
     if args.time_limit <= 0 or args.node_limit <= 0:
         raise HloError("--time-limit and --node-limit must be positive")
+    if args.target != "gpu" and (args.emit == "ptx" or args.gpu_arch):
+        raise HloError("--emit=ptx and --gpu-arch need --target=gpu")
     module, _ = load_module(args.input, verify=not args.no_verify)
     with about(input_name(args.input), verified=not args.no_verify):
         out, report = optimize(module, args.rules or ["default"], args.fp_mode, args.target,
                                args.time_limit, args.node_limit, stats=True,
                                fusion=not args.no_fusion, verify=False)
         text = out.to_text(metadata=not args.no_metadata) if args.emit == "hlo" else \
-            emit_code(out, args.emit)
+            emit_code(out, args.emit, args.target, args.gpu_arch)
     if args.stats:
         print(report.summary(), file=sys.stderr)
     write_text(args.output, text)

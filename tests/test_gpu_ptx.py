@@ -1,0 +1,236 @@
+"""GPU code (`lowering/emit_gpu.py`, `lowering/nvptx.py`): PTX for the loop kernels the gpu
+fusion stage forms, assembled by `ptxas --gpu-name sm_90` (CI has ptxas but no GPU); kernels
+of other kinds are one-line UnsupportedErrors naming the op; the GPU and CPU paths share the
+kernel formation and the per-element code."""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+
+import pytest
+
+import hlo_opt
+from conftest import corpus_files, corpus_ids
+from hlo_opt.errors import UnsupportedError
+from hlo_opt.fusion.stage import fuse
+from hlo_opt.lowering import elemental, emit_elementwise, emit_gpu, emit_kernel, nvptx
+from hlo_opt.lowering.ltypes import ELEM_TYPES
+from lowering_helpers import converts_module, elementwise_module
+from hlo_opt.tools.hlo_opt_cli import main
+
+PTXAS = shutil.which("ptxas")
+needs_ptxas = pytest.mark.skipif(PTXAS is None, reason="ptxas (CUDA) is not on PATH")
+needs_libdevice = pytest.mark.skipif(nvptx.libdevice_path() is None,
+                                     reason="libdevice.10.bc (CUDA nvvm) not found")
+
+FILES = corpus_files()
+# Corpus modules whose every gpu kernel is a loop kernel: all of them must have PTX.
+LOOP_ONLY = {"activations", "complex_fft", "dropout", "elementwise_chain", "integer_ops",
+             "shared/elementwise_small", "shared/gelu_exact_small", "shared/gelu_small",
+             "shared/relu_small", "shared/silu_small", "layout_ops.xla_opt"}
+
+
+def assemble(ptx: str, tmp_path, arch: str = "sm_90") -> None:
+    src = tmp_path / "k.ptx"
+    src.write_text(ptx)
+    r = subprocess.run([PTXAS, "--gpu-name", arch, str(src), "-o", str(tmp_path / "k.cubin")],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[:2000]
+
+
+def _module_id(path) -> str:
+    return corpus_ids([path])[0].removesuffix(".hlo")
+
+
+@needs_ptxas
+@pytest.mark.parametrize("path", FILES, ids=corpus_ids(FILES))
+def test_every_loop_kernel_of_the_corpus_assembles(path, tmp_path):
+    """Each kernel of the module fused for gpu either assembles for sm_90 or is refused for
+    an op with a loop structure of its own (reduce, dot, ...), at the op's line."""
+    module = fuse(hlo_opt.parse(path.read_text()), "gpu")
+    refused = []
+    for name, comp in emit_gpu.module_kernels(module):
+        try:
+            kernel = emit_gpu.emit_gpu_kernel(comp, name)
+        except UnsupportedError as e:
+            op = re.match(r"GPU code for (\S+) ", e.message).group(1)
+            assert op in emit_kernel.PHASES and e.line > 0, str(e)
+            refused.append(op)
+            continue
+        assemble(nvptx.ptx([kernel.ir], [kernel.name]), tmp_path)
+    module_id = _module_id(path)
+    assert (not refused) == (module_id.removesuffix(".xla_opt") in LOOP_ONLY
+                             or module_id in LOOP_ONLY), refused
+    if not refused:                      # what --emit=ptx prints: one PTX module
+        assemble(emit_gpu.emit_ptx(module), tmp_path)
+
+
+TYPED = {"converts": converts_module(), **{t: elementwise_module(t) for t in ELEM_TYPES}}
+
+
+@needs_ptxas
+@needs_libdevice
+@pytest.mark.parametrize("arch", ["sm_75", "sm_90"])
+@pytest.mark.parametrize("what", list(TYPED))
+def test_every_elementwise_op_and_convert_on_every_type_assembles(what, arch, tmp_path):
+    """The CPU lowering's whole elementwise table (and every convert) on each type it
+    lowers, as one kernel with an output per op, for the oldest architecture CUDA 13 takes
+    (Turing: no NaN-propagating min/max instruction) and the default."""
+    entry = hlo_opt.parse(TYPED[what]).entry
+    kernel = emit_gpu.emit_gpu_kernel(entry, "k", arch)
+    assert kernel.n_outputs == len(entry.root.operands) > 0
+    assemble(nvptx.ptx([kernel.ir], [kernel.name], arch), tmp_path, arch)
+
+
+ELEMENTWISE = """HloModule m
+ENTRY e {
+  x = f32[64,32] parameter(0)
+  y = f32[32,64] parameter(1)
+  t = f32[64,32] transpose(y), dimensions={1,0}
+  a = f32[64,32] add(x, t)
+  ROOT r = f32[64,32] exponential(a)
+}
+"""
+
+
+def test_gpu_kernels_are_the_gpu_fusion_stage_kernels():
+    """One kernel per fusion the fusion stage forms for gpu: the same fused computations."""
+    module = fuse(hlo_opt.parse(ELEMENTWISE), "gpu")
+    fusions = [i.attrs["calls"] for i in module.entry.instructions if i.opcode == "fusion"]
+    assert [comp for _, comp in emit_gpu.module_kernels(module)] == fusions and fusions
+
+
+def test_gpu_and_cpu_kernels_use_the_same_per_element_code(monkeypatch):
+    """The elemental generator's table (data movement) and the elementwise table are what
+    both emitters consult: replacing an entry changes what each of them calls."""
+    calls: list[str] = []
+    _record(monkeypatch, elemental.GENERATORS, "transpose", calls)
+    _record(monkeypatch, emit_elementwise.UNARY, "exponential", calls)
+    comp = fuse(hlo_opt.parse(ELEMENTWISE), "gpu").entry.root.attrs["calls"]
+    emit_gpu.emit_gpu_kernel(comp, "k")
+    gpu_calls, calls[:] = list(calls), []
+    emit_kernel.emit_kernel(comp, "k")
+    assert sorted(set(gpu_calls)) == sorted(set(calls)) == ["exponential", "transpose"]
+
+
+def _record(monkeypatch, table, key, calls) -> None:
+    """Replace table[key] (an emitter, or a tuple starting with one) by one that records
+    its calls."""
+    entry = table[key]
+    emit = entry[0] if isinstance(entry, tuple) else entry
+
+    def wrapper(*args):
+        calls.append(key)
+        return emit(*args)
+    monkeypatch.setitem(table, key, (wrapper, *entry[1:]) if isinstance(entry, tuple) else wrapper)
+
+
+def test_kernel_reads_its_thread_position_and_strides_over_the_grid():
+    ir = emit_gpu.emit_kernels(fuse(hlo_opt.parse(ELEMENTWISE), "gpu"))[0].ir
+    assert 'define ptx_kernel void' in ir and 'target triple = "nvptx64-nvidia-cuda"' in ir
+    for register in ("tid.x", "ctaid.x", "ntid.x", "nctaid.x"):
+        assert re.search(rf'call i32 @"?llvm\.nvvm\.read\.ptx\.sreg\.{register}"?\(\)', ir)
+
+
+MATH = """HloModule m
+ENTRY e {
+  x = f32[256] parameter(0)
+  s = f32[256] sine(x)
+  d = f64[256] convert(s)
+  l = f64[256] log(d)
+  ROOT r = (f32[256], f64[256]) tuple(s, l)
+}
+"""
+
+
+@needs_libdevice
+@needs_ptxas
+def test_math_functions_come_from_libdevice(tmp_path):
+    """What the CPU takes from libm (f64 log) or libmvec (f32 sine) is libdevice's on the
+    GPU, in the same precision, linked in: the PTX calls no external function."""
+    kernel = emit_gpu.emit_kernels(fuse(hlo_opt.parse(MATH), "gpu"))[0]
+    assert re.search(r'call double @"?__nv_log"?\(double', kernel.ir)
+    assert re.search(r'call float @"?__nv_sinf"?\(float', kernel.ir)
+    assert "hlo_vm_" not in kernel.ir
+    ptx = nvptx.ptx([kernel.ir], [kernel.name])
+    assert ".extern" not in ptx
+    assemble(ptx, tmp_path)
+
+
+def test_without_libdevice_math_is_a_clear_error(monkeypatch):
+    monkeypatch.setattr(nvptx, "libdevice_path", lambda: None)
+    nvptx._libdevice_bitcode.cache_clear()
+    try:
+        with pytest.raises(UnsupportedError, match="libdevice"):
+            emit_gpu.emit_kernels(fuse(hlo_opt.parse(MATH), "gpu"))
+    finally:
+        nvptx._libdevice_bitcode.cache_clear()
+
+
+# ------------------------------------------------------------------------------- hlo-opt
+
+@needs_ptxas
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_cli_emits_ptx_for_the_chosen_architecture(arch, tmp_path, capsys):
+    src = tmp_path / "in.hlo"
+    src.write_text(ELEMENTWISE)
+    assert main([str(src), "--target=gpu", "--emit=ptx", f"--gpu-arch={arch}"]) == 0
+    ptx = capsys.readouterr().out
+    assert f".target {arch}" in ptx and ".entry " in ptx
+    assemble(ptx, tmp_path, arch)
+
+
+def test_cli_emits_nvptx_llvm_ir(tmp_path, capsys):
+    src = tmp_path / "in.hlo"
+    src.write_text(ELEMENTWISE)
+    assert main([str(src), "--target=gpu", "--emit=llvm"]) == 0
+    out = capsys.readouterr().out
+    assert 'target triple = "nvptx64-nvidia-cuda"' in out and "ptx_kernel" in out
+
+
+REDUCE = """HloModule m
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY e {
+  x = f32[8,16] parameter(0)
+  z = f32[] constant(0)
+  ROOT r = f32[8] reduce(x, z), dimensions={1}, to_apply=add
+}
+"""
+
+
+SUB_BYTE = """HloModule m
+ENTRY e {
+  x = s4[16] parameter(0)
+  y = s4[16] add(x, x)
+  ROOT z = s4[16] multiply(y, x)
+}
+"""
+
+
+@pytest.mark.parametrize("text, args, message", [
+    (REDUCE, ["--target=gpu", "--emit=ptx"],
+     r"^.*in\.hlo:10:8: GPU code for reduce \(r\) is not emitted yet: only loop kernels"),
+    (SUB_BYTE, ["--target=gpu", "--emit=ptx"],
+     r"^.*in\.hlo:4:3: GPU code for add \(y\) is not emitted yet: element type s4$"),
+    (ELEMENTWISE, ["--target=gpu", "--emit=ptx", "--gpu-arch=volta"],
+     r"unknown GPU architecture 'volta'"),
+    (ELEMENTWISE, ["--target=gpu", "--emit=ptx", "--gpu-arch=sm_12"],
+     r"unknown GPU architecture 'sm_12' \(one of sm_70, "),
+    (ELEMENTWISE, ["--emit=ptx"], r"--emit=ptx and --gpu-arch need --target=gpu"),
+])
+def test_cli_refusals_are_one_line(text, args, message, tmp_path, capsys):
+    src = tmp_path / "in.hlo"
+    src.write_text(text)
+    assert main([str(src), *args]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and re.search(message, err), err
+
+
+def test_compiling_for_the_gpu_is_a_clear_error_until_there_is_a_runtime():
+    with pytest.raises(UnsupportedError, match="not implemented yet .* --emit=ptx"):
+        hlo_opt.compile(ELEMENTWISE, target="gpu")
