@@ -1,0 +1,162 @@
+"""GPU row reductions: one thread block per output row, combined through warp shuffles and
+shared memory.
+
+A kernel that is one stored reduce over the input's minor-most dimensions (a softmax's or
+layer norm's row sum, a reduce to a scalar) runs as blocks of ROW_THREADS threads, each
+block taking rows `ctaid.x, ctaid.x + nctaid.x, ...`. For one row:
+
+1. thread t folds elements t, t + ROW_THREADS, ... of the row into its accumulators,
+   starting from the init values (read through the shared elemental code, so fused
+   producers are computed inline);
+2. each warp combines its 32 accumulators by butterfly shuffles (`shfl.sync.bfly`), after
+   which lane 0 holds the warp's value and writes it to shared memory;
+3. after a barrier, warp 0 combines the WARPS values the same way and thread 0 rounds and
+   stores the output; a second barrier keeps the next row from overwriting shared memory
+   that is still being read.
+
+The fold and every combination apply the reducer as the CPU does (`emit_reduce.Reducer`:
+single-op reducers as the op with narrow floats accumulated in f32, any other computation
+inlined), but in a tree rather than in order, and each thread starts from the init value:
+like XLA's GPU backend, this relies on the reducer being associative and commutative and
+the init value being its identity, as the reduce semantics allow."""
+from __future__ import annotations
+
+import math
+
+from llvmlite import ir
+
+from .elemental import Elemental
+from .emit_loops import Index
+from .emit_reduce import Reducer, read_slots, reduce_operands, stack_slots, write_slots
+from .intrinsics import declare
+from .gpu_loops import special, strided
+from .ltypes import I32, I64, VOID, store
+
+ROW_THREADS = 256                 # threads per block of a row reduction
+WARP = 32
+WARPS = ROW_THREADS // WARP
+FULL_MASK = -1                    # every lane of the warp takes part in the shuffle
+
+
+def row_reduce(phases_, outputs):
+    """The reduce a kernel consists of, if it is one stored reduce over the minor-most
+    dimensions of its input (the row structure); else None."""
+    if len(phases_) != 1 or len(outputs) != 1 or phases_[0].root is not outputs[0]:
+        return None
+    inst = outputs[0]
+    if inst.opcode != "reduce":
+        return None
+    rank = inst.operands[0].shape.rank
+    reduced = sorted(inst.attrs["dimensions"])
+    return inst if reduced and reduced == list(range(rank - len(reduced), rank)) else None
+
+
+def rows_of(inst) -> tuple[int, int]:
+    """(output rows, elements per row) of a row reduce."""
+    in_dims = inst.operands[0].shape.dims
+    shape = inst.shape.leaves()[0] if inst.shape.is_tuple else inst.shape
+    return shape.num_elements, math.prod(in_dims[d] for d in inst.attrs["dimensions"])
+
+
+def emit_rows(gen: Elemental, inst, dests) -> None:
+    """The body of a row-reduce kernel storing `inst` into `dests` (one per output)."""
+    b = gen.b
+    inputs, inits = reduce_operands(inst)
+    in_dims = inputs[0].shape.dims
+    rows, length = rows_of(inst)
+    reducer = Reducer(gen, inst.attrs["to_apply"])
+    init = [gen.value(i, Index.scalar()) for i in inits]
+    slots = stack_slots(gen, init)
+    shared = [[_shared_array(b.module, p.type) for p in _parts(v)] for v in init]
+    tid = special(b, "tid.x")
+    lane, warp = b.urem(tid, I64(WARP)), b.udiv(tid, I64(WARP))
+    barrier = declare(b.module, "llvm.nvvm.barrier0", VOID, [])
+    with strided(b, special(b, "ctaid.x"), special(b, "nctaid.x"), rows) as row:
+        write_slots(gen, slots, init)
+        with strided(b, tid, I64(ROW_THREADS), length) as j:
+            gen.push_scope()
+            index = Index(in_dims, linear=b.add(b.mul(row, I64(length)), j))
+            xs = [gen.value(x, index) for x in inputs]
+            write_slots(gen, slots, reducer(read_slots(gen, slots), xs))
+            gen.pop_scope()
+        warp_value = _combine(b, reducer, read_slots(gen, slots), WARP)
+        with b.if_then(b.icmp_unsigned("==", lane, I64(0))):
+            _store_parts(b, shared, warp_value, warp)
+        b.call(barrier, [])
+        with b.if_then(b.icmp_unsigned("==", warp, I64(0))):
+            mine = _load_parts(b, shared, init, b.urem(lane, I64(WARPS)))
+            total = reducer.finish(_combine(b, reducer, mine, WARPS))
+            with b.if_then(b.icmp_unsigned("==", lane, I64(0))):
+                for dest, v in zip(dests, total):
+                    store(b, v, dest.ptr, dest.et, row)
+        b.call(barrier, [])
+
+
+def _combine(b, reducer, values: list, lanes: int) -> list:
+    """Butterfly over `lanes` lanes: afterwards lane 0 (and every lane) holds the reducer
+    applied over the values of lanes 0..lanes-1."""
+    offset = lanes // 2
+    while offset:
+        others = [_rebuild(v, [_shuffle(b, p, offset) for p in _parts(v)]) for v in values]
+        values = reducer(values, others)
+        offset //= 2
+    return values
+
+
+def _parts(v) -> list:
+    """A value's scalar registers (a complex value is a pair)."""
+    return list(v) if isinstance(v, tuple) else [v]
+
+
+def _rebuild(like, parts: list):
+    return tuple(parts) if isinstance(like, tuple) else parts[0]
+
+
+def _bits(t: ir.Type) -> int:
+    if isinstance(t, ir.IntType):
+        return t.width
+    return {ir.HalfType: 16, ir.FloatType: 32, ir.DoubleType: 64}[type(t)]
+
+
+def _shuffle(b, v, offset: int):
+    """`v` of the lane whose number differs in bit `offset`, moved as 32-bit pieces
+    (shfl.sync moves one i32 per call)."""
+    shfl = declare(b.module, "llvm.nvvm.shfl.sync.bfly.i32", I32, [I32, I32, I32, I32])
+    bits = _bits(v.type)
+    as_int = v if isinstance(v.type, ir.IntType) else b.bitcast(v, ir.IntType(bits))
+    pieces = -(-bits // 32)
+    wide = ir.IntType(32 * pieces)
+    x = b.zext(as_int, wide) if bits < 32 * pieces else as_int
+    out = None
+    for k in range(pieces):
+        piece = b.trunc(b.lshr(x, wide(32 * k)), I32) if pieces > 1 else x
+        moved = b.call(shfl, [I32(FULL_MASK), piece, I32(offset), I32(WARP - 1)])
+        moved = b.shl(b.zext(moved, wide), wide(32 * k)) if pieces > 1 else moved
+        out = moved if out is None else b.or_(out, moved)
+    out = b.trunc(out, ir.IntType(bits)) if bits < 32 * pieces else out
+    return out if isinstance(v.type, ir.IntType) else b.bitcast(out, v.type)
+
+
+def _shared_array(mod: ir.Module, t: ir.Type):
+    """WARPS slots of type `t` in the block's shared memory (address space 3)."""
+    arr = ir.ArrayType(t, WARPS)
+    gv = ir.GlobalVariable(mod, arr, mod.get_unique_name("warp_values"), addrspace=3)
+    gv.linkage = "internal"
+    gv.initializer = ir.Constant(arr, ir.Undefined)
+    gv.align = 8
+    return gv
+
+
+def _slot(b, array, i):
+    return b.gep(array, [I64(0), i], inbounds=True)
+
+
+def _store_parts(b, shared, values, i) -> None:
+    for arrays, v in zip(shared, values):
+        for a, p in zip(arrays, _parts(v)):
+            b.store(p, _slot(b, a, i))
+
+
+def _load_parts(b, shared, like, i) -> list:
+    return [_rebuild(v, [b.load(_slot(b, a, i), typ=a.value_type.element) for a in arrays])
+            for arrays, v in zip(shared, like)]
