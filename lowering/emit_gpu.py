@@ -19,9 +19,11 @@ body of every CPU loop too. The GPU's part is the frame around that body:
 * math that the CPU takes from libm (f64 functions, f32 ones mathlib.py does not inline)
   from libdevice (nvptx.py).
 
-This slice emits loop kernels (elementwise ops and data movement fused into one pass over
-the output); a kernel that needs another loop structure (reduce, dot, convolution, sort,
-scatter, ...) is an UnsupportedError naming the op and its position.
+A kernel that is one stored row reduction has a frame of its own (emit_gpu_reduce.py); any
+other reduce or reduce-window is computed per output element by its elemental generator
+inside this loop (a fold over the reduced elements per thread: correct, not fast). A kernel
+that needs another loop structure (dot, convolution, sort, scatter, ...) is an
+UnsupportedError naming the op and its position.
 """
 from __future__ import annotations
 
