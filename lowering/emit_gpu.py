@@ -97,29 +97,35 @@ def emit_gpu_kernel(comp: Computation, name: str, arch: str = nvptx.DEFAULT_ARCH
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     out_ptrs, in_ptrs = fn.args[:len(leaves)], fn.args[len(leaves):]
     gen = Elemental(b, {id(p): Source(ptr, p.shape) for p, ptr in zip(inputs, in_ptrs)})
-    row = row_reduce(groups, outputs)
+    stores = _stores(outputs, leaves, out_ptrs)
+    row = row_reduce(comp, groups, outputs)
     if row is not None:
-        emit_rows(gen, row, [Source(ptr, s) for (_, s), ptr in zip(leaves, out_ptrs)])
+        emit_rows(gen, row, stores)
         rows, _ = rows_of(row)
         launch = (ROW_THREADS, max(1, rows))
     else:
-        elements = _emit_elements(gen, outputs, leaves, out_ptrs)
+        elements = _emit_elements(gen, stores)
         launch = (LOOP_THREADS, max(1, -(-elements // LOOP_THREADS)))
     b.ret_void()
     elements = max(s.num_elements for _, s in leaves)
     return GpuKernel(name, str(mod), len(leaves), len(inputs), elements, comp, *launch)
 
 
-def _emit_elements(gen: Elemental, outputs, leaves, out_ptrs) -> int:
+def _stores(outputs, leaves, out_ptrs) -> list:
+    """(output, its destination per leaf) of each kernel output."""
+    dests = iter(Source(ptr, s) for (_, s), ptr in zip(leaves, out_ptrs))
+    return [(o, [next(dests) for _ in (o.shape.leaves() if o.shape.is_tuple else [o])])
+            for o in outputs]
+
+
+def _emit_elements(gen: Elemental, stores: list) -> int:
     """One thread per output element: every output stored from one grid-stride loop over
     the largest (a smaller one by the threads whose position falls inside it). Returns the
     loop's extent."""
     b = gen.b
-    dests = iter(Source(ptr, s) for (_, s), ptr in zip(leaves, out_ptrs))
     by_dims: dict[tuple, list] = {}
-    for o in outputs:
-        mine = [next(dests) for _ in (o.shape.leaves() if o.shape.is_tuple else [o])]
-        by_dims.setdefault(mine[0].dims, []).append((o, mine, None))
+    for o, dests in stores:
+        by_dims.setdefault(dests[0].dims, []).append((o, dests, None))
     elements = max(math.prod(dims) for dims in by_dims)
     with grid_stride_range(b, elements) as i:
         for dims, stores in by_dims.items():

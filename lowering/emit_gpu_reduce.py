@@ -25,12 +25,14 @@ import math
 
 from llvmlite import ir
 
+from ..ops import is_elementwise
 from .elemental import Elemental
+from .emit_kernel import store_outputs
 from .emit_loops import Index
 from .emit_reduce import Reducer, read_slots, reduce_operands, stack_slots, write_slots
 from .intrinsics import declare
 from .gpu_loops import special, strided
-from .ltypes import I32, I64, VOID, store
+from .ltypes import I32, I64, VOID
 
 ROW_THREADS = 256                 # threads per block of a row reduction
 WARP = 32
@@ -38,28 +40,52 @@ WARPS = ROW_THREADS // WARP
 FULL_MASK = -1                    # every lane of the warp takes part in the shuffle
 
 
-def row_reduce(phases_, outputs):
-    """The reduce a kernel consists of, if it is one stored reduce over the minor-most
-    dimensions of its input (the row structure); else None."""
-    if len(phases_) != 1 or len(outputs) != 1 or phases_[0].root is not outputs[0]:
+def row_reduce(comp, phases_, outputs):
+    """The reduce of a row-reduce kernel, else None: the kernel stores one reduce over the
+    minor-most dimensions of its input, and its other outputs (if any) are an epilogue,
+    elementwise functions of the reduce's results at the same output position (a mean, the
+    rsqrt of a variance), which the thread storing a row computes from the row's result."""
+    reduces = [p.root for p in phases_ if p.root.opcode == "reduce"]
+    if len(reduces) != 1:
         return None
-    inst = outputs[0]
-    if inst.opcode != "reduce":
-        return None
+    inst = reduces[0]
     rank = inst.operands[0].shape.rank
     reduced = sorted(inst.attrs["dimensions"])
-    return inst if reduced and reduced == list(range(rank - len(reduced), rank)) else None
+    if not reduced or reduced != list(range(rank - len(reduced), rank)):
+        return None
+    return inst if _epilogue_only(comp, inst, outputs) else None
+
+
+def _epilogue_only(comp, inst, outputs) -> bool:
+    """Whether everything that reads the reduce's result reads it at the output's own
+    position (elementwise ops and get-tuple-element of its dims), and every output is the
+    reduce or such a function of it."""
+    dims = _row_shape(inst).dims
+    after = {id(inst)}
+    for x in comp.post_order():
+        if x is not inst and any(id(o) in after for o in x.operands):
+            if x is comp.root and x.opcode == "tuple":
+                continue
+            if not (is_elementwise(x.opcode) or x.opcode == "get-tuple-element") or \
+                    x.shape.is_tuple or x.shape.dims != dims:
+                return False
+            after.add(id(x))
+    return all(id(o) in after for o in outputs)
+
+
+def _row_shape(inst):
+    return inst.shape.leaves()[0] if inst.shape.is_tuple else inst.shape
 
 
 def rows_of(inst) -> tuple[int, int]:
     """(output rows, elements per row) of a row reduce."""
     in_dims = inst.operands[0].shape.dims
-    shape = inst.shape.leaves()[0] if inst.shape.is_tuple else inst.shape
-    return shape.num_elements, math.prod(in_dims[d] for d in inst.attrs["dimensions"])
+    return _row_shape(inst).num_elements, math.prod(in_dims[d] for d in inst.attrs["dimensions"])
 
 
-def emit_rows(gen: Elemental, inst, dests) -> None:
-    """The body of a row-reduce kernel storing `inst` into `dests` (one per output)."""
+def emit_rows(gen: Elemental, inst, stores: list) -> None:
+    """The body of a row-reduce kernel of reduce `inst`, storing each output (root, dests):
+    the reduce's leaves, or an epilogue computed from them."""
     b = gen.b
     inputs, inits = reduce_operands(inst)
     in_dims = inputs[0].shape.dims
@@ -87,8 +113,10 @@ def emit_rows(gen: Elemental, inst, dests) -> None:
             mine = _load_parts(b, shared, init, b.urem(lane, I64(WARPS)))
             total = reducer.finish(_combine(b, reducer, mine, WARPS))
             with b.if_then(b.icmp_unsigned("==", lane, I64(0))):
-                for dest, v in zip(dests, total):
-                    store(b, v, dest.ptr, dest.et, row)
+                gen.bindings[id(inst)] = total if inst.shape.is_tuple else total[0]
+                store_outputs(gen, [(o, dests, None) for o, dests in stores],
+                              Index(_row_shape(inst).dims, linear=row), row)
+                del gen.bindings[id(inst)]
         b.call(barrier, [])
 
 

@@ -244,6 +244,56 @@ def test_row_reduction_is_a_block_per_row_combined_by_warp_shuffles(what, tmp_pa
     assemble(ptx, tmp_path)
 
 
+def _row_module(tail: str) -> str:
+    """A row sum of squares of x: f32[6,1000] into s: f32[6], followed by `tail`."""
+    return f"""HloModule m
+add {{
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT c = f32[] add(a, b)
+}}
+ENTRY e {{
+  x = f32[6,1000] parameter(0)
+  sq = f32[6,1000] multiply(x, x)
+  z = f32[] constant(0)
+  s = f32[6] reduce(sq, z), dimensions={{1}}, to_apply=add
+  n = f32[] constant(1000)
+  nb = f32[6] broadcast(n), dimensions={{}}
+  m = f32[6] divide(s, nb)
+{tail}
+}}
+"""
+
+
+RMS = _row_module("""  q = f32[6] rsqrt(m)
+  ROOT r = (f32[6], f32[6]) tuple(s, q)""")
+NORMALIZED = _row_module("""  mb = f32[6,1000] broadcast(m), dimensions={0}
+  ROOT r = f32[6,1000] divide(x, mb)""")
+
+
+@needs_ptxas
+def test_row_reduction_epilogue_is_computed_by_the_thread_storing_the_row(tmp_path):
+    """Outputs that are elementwise functions of the row's result (the rsqrt of the mean
+    beside the sum) are computed from the combined value, in the row kernel (the entry
+    computation taken as one kernel)."""
+    kernel = emit_gpu.emit_gpu_kernel(hlo_opt.parse(RMS).entry, "k")
+    assert (kernel.threads, kernel.blocks, kernel.n_outputs) == (256, 6, 2)
+    ptx = nvptx.ptx([kernel.ir], [kernel.name])
+    assert "shfl.sync.bfly.b32" in ptx and "sqrt.rn.f32" in ptx and ptx.count("st.global") == 2
+    assemble(ptx, tmp_path)
+
+
+@needs_ptxas
+def test_reduce_read_across_the_row_is_computed_per_element(tmp_path):
+    """A loop that reads the row's result at every element of the row (normalizing by the
+    mean) is one thread per element, each folding the row itself."""
+    kernel = emit_gpu.emit_gpu_kernel(hlo_opt.parse(NORMALIZED).entry, "k")
+    assert (kernel.threads, kernel.blocks, kernel.elements) == (256, 24, 6000)
+    ptx = nvptx.ptx([kernel.ir], [kernel.name])
+    assert "shfl" not in ptx
+    assemble(ptx, tmp_path)
+
+
 @needs_ptxas
 def test_column_reduction_is_one_thread_per_output(tmp_path):
     """A reduce keeping the minor dimension: each thread folds its output's column (no
