@@ -2,7 +2,8 @@
 shared memory.
 
 A kernel that is one stored reduce over the input's minor-most dimensions (a softmax's or
-layer norm's row sum, a reduce to a scalar) runs as blocks of ROW_THREADS threads, each
+layer norm's row sum, a reduce to a scalar), possibly with an epilogue of elementwise
+functions of its result (`row_reduce`), runs as blocks of ROW_THREADS threads, each
 block taking rows `ctaid.x, ctaid.x + nctaid.x, ...`. For one row:
 
 1. thread t folds elements t, t + ROW_THREADS, ... of the row into its accumulators,
@@ -11,8 +12,8 @@ block taking rows `ctaid.x, ctaid.x + nctaid.x, ...`. For one row:
 2. each warp combines its 32 accumulators by butterfly shuffles (`shfl.sync.bfly`), after
    which lane 0 holds the warp's value and writes it to shared memory;
 3. after a barrier, warp 0 combines the WARPS values the same way and thread 0 rounds and
-   stores the output; a second barrier keeps the next row from overwriting shared memory
-   that is still being read.
+   stores the outputs (the epilogue computed from the row's result); a second barrier
+   keeps the next row from overwriting shared memory that is still being read.
 
 The fold and every combination apply the reducer as the CPU does (`emit_reduce.Reducer`:
 single-op reducers as the op with narrow floats accumulated in f32, any other computation
@@ -30,8 +31,8 @@ from .elemental import Elemental
 from .emit_kernel import store_outputs
 from .emit_loops import Index
 from .emit_reduce import Reducer, read_slots, reduce_operands, stack_slots, write_slots
-from .intrinsics import declare
 from .gpu_loops import special, strided
+from .intrinsics import declare
 from .ltypes import I32, I64, VOID
 
 ROW_THREADS = 256                 # threads per block of a row reduction
@@ -80,7 +81,8 @@ def _row_shape(inst):
 def rows_of(inst) -> tuple[int, int]:
     """(output rows, elements per row) of a row reduce."""
     in_dims = inst.operands[0].shape.dims
-    return _row_shape(inst).num_elements, math.prod(in_dims[d] for d in inst.attrs["dimensions"])
+    length = math.prod(in_dims[d] for d in inst.attrs["dimensions"])
+    return _row_shape(inst).num_elements, length
 
 
 def emit_rows(gen: Elemental, inst, stores: list) -> None:
