@@ -42,10 +42,12 @@ FULL_MASK = -1                    # every lane of the warp takes part in the shu
 
 
 def row_reduce(comp, phases_, outputs):
-    """The reduce of a row-reduce kernel, else None: the kernel stores one reduce over the
-    minor-most dimensions of its input, and its other outputs (if any) are an epilogue,
+    """(reduce, row outputs) of a row-reduce kernel, else None: the kernel stores one reduce
+    over the minor-most dimensions of its input; its other outputs (if any) are an epilogue,
     elementwise functions of the reduce's results at the same output position (a mean, the
-    rsqrt of a variance), which the thread storing a row computes from the row's result."""
+    rsqrt of a variance), which the thread storing a row computes from the row's result, or
+    row outputs: elementwise functions over the reduce's input shape that read the result
+    broadcast along the row (x - max in a softmax), which the block computes next."""
     reduces = [p.root for p in phases_ if p.root.opcode == "reduce"]
     if len(reduces) != 1:
         return None
@@ -54,24 +56,35 @@ def row_reduce(comp, phases_, outputs):
     reduced = sorted(inst.attrs["dimensions"])
     if not reduced or reduced != list(range(rank - len(reduced), rank)):
         return None
-    return inst if _epilogue_only(comp, inst, outputs) else None
+    readers = _row_readers(comp, inst)
+    if readers is None or not all(id(o) in readers for o in outputs):
+        return None
+    return inst, [o for o in outputs if readers[id(o)] == "row"]
 
 
-def _epilogue_only(comp, inst, outputs) -> bool:
-    """Whether everything that reads the reduce's result reads it at the output's own
-    position (elementwise ops and get-tuple-element of its dims), and every output is the
-    reduce or such a function of it."""
-    dims = _row_shape(inst).dims
-    after = {id(inst)}
+def _row_readers(comp, inst) -> dict | None:
+    """id -> "at" for the reduce and what reads its result at the output's own position
+    (elementwise ops, get-tuple-element), "row" for what reads it broadcast along the row
+    (a broadcast over the reduced dimensions, then elementwise ops); None if something
+    reads it otherwise."""
+    kept = _row_shape(inst).dims
+    whole = inst.operands[0].shape.dims
+    kinds = {id(inst): "at"}
     for x in comp.post_order():
-        if x is not inst and any(id(o) in after for o in x.operands):
-            if x is comp.root and x.opcode == "tuple":
-                continue
-            if not (is_elementwise(x.opcode) or x.opcode == "get-tuple-element") or \
-                    x.shape.is_tuple or x.shape.dims != dims:
-                return False
-            after.add(id(x))
-    return all(id(o) in after for o in outputs)
+        read = {kinds[id(o)] for o in x.operands if id(o) in kinds}
+        if x is inst or not read or (x is comp.root and x.opcode == "tuple"):
+            continue
+        per_element = is_elementwise(x.opcode) or x.opcode == "get-tuple-element"
+        if read == {"at"} and per_element and not x.shape.is_tuple and x.shape.dims == kept:
+            kinds[id(x)] = "at"
+        elif read == {"at"} and x.opcode == "broadcast" and x.shape.dims == whole and \
+                list(x.attrs.get("dimensions", ())) == list(range(len(kept))):
+            kinds[id(x)] = "row"
+        elif read == {"row"} and per_element and x.shape.dims == whole:
+            kinds[id(x)] = "row"
+        else:
+            return None
+    return kinds
 
 
 def _row_shape(inst):
@@ -85,9 +98,10 @@ def rows_of(inst) -> tuple[int, int]:
     return _row_shape(inst).num_elements, length
 
 
-def emit_rows(gen: Elemental, inst, stores: list) -> None:
+def emit_rows(gen: Elemental, inst, row_outputs: list, stores: list) -> None:
     """The body of a row-reduce kernel of reduce `inst`, storing each output (root, dests):
-    the reduce's leaves, or an epilogue computed from them."""
+    the reduce's leaves, an epilogue computed from them, or (`row_outputs`) a function
+    over the row that reads them, after thread 0 shares the row's result with the block."""
     b = gen.b
     inputs, inits = reduce_operands(inst)
     in_dims = inputs[0].shape.dims
@@ -95,7 +109,11 @@ def emit_rows(gen: Elemental, inst, stores: list) -> None:
     reducer = Reducer(gen, inst.attrs["to_apply"])
     init = [gen.value(i, Index.scalar()) for i in inits]
     slots = stack_slots(gen, init)
-    shared = [[_shared_array(b.module, p.type) for p in _parts(v)] for v in init]
+    shared = [[_shared_array(b.module, p.type, WARPS, "warp_values") for p in _parts(v)]
+              for v in init]
+    result_like = reducer.finish(init)                 # the row's result: its types
+    result = [[_shared_array(b.module, p.type, 1, "row_result") for p in _parts(v)]
+              for v in result_like] if row_outputs else []
     tid = special(b, "tid.x")
     lane, warp = b.urem(tid, I64(WARP)), b.udiv(tid, I64(WARP))
     barrier = declare(b.module, "llvm.nvvm.barrier0", VOID, [])
@@ -116,10 +134,23 @@ def emit_rows(gen: Elemental, inst, stores: list) -> None:
             total = reducer.finish(_combine(b, reducer, mine, WARPS))
             with b.if_then(b.icmp_unsigned("==", lane, I64(0))):
                 gen.bindings[id(inst)] = total if inst.shape.is_tuple else total[0]
-                store_outputs(gen, [(o, dests, None) for o, dests in stores],
+                store_outputs(gen, [(o, dests, None) for o, dests in stores
+                                    if all(o is not r for r in row_outputs)],
                               Index(_row_shape(inst).dims, linear=row), row)
                 del gen.bindings[id(inst)]
+                if row_outputs:
+                    _store_parts(b, result, total, I64(0))
         b.call(barrier, [])
+        if row_outputs:
+            total = _load_parts(b, result, result_like, I64(0))
+            gen.bindings[id(inst)] = total if inst.shape.is_tuple else total[0]
+            with strided(b, tid, I64(ROW_THREADS), length) as j:
+                at = b.add(b.mul(row, I64(length)), j)
+                store_outputs(gen, [(o, dests, None) for o, dests in stores
+                                    if any(o is r for r in row_outputs)],
+                              Index(in_dims, linear=at), at)
+            del gen.bindings[id(inst)]
+            b.call(barrier, [])
 
 
 def _combine(b, reducer, values: list, lanes: int) -> list:
@@ -167,10 +198,10 @@ def _shuffle(b, v, offset: int):
     return out if isinstance(v.type, ir.IntType) else b.bitcast(out, v.type)
 
 
-def _shared_array(mod: ir.Module, t: ir.Type):
-    """WARPS slots of type `t` in the block's shared memory (address space 3)."""
-    arr = ir.ArrayType(t, WARPS)
-    gv = ir.GlobalVariable(mod, arr, mod.get_unique_name("warp_values"), addrspace=3)
+def _shared_array(mod: ir.Module, t: ir.Type, n: int, name: str):
+    """n slots of type `t` in the block's shared memory (address space 3)."""
+    arr = ir.ArrayType(t, n)
+    gv = ir.GlobalVariable(mod, arr, mod.get_unique_name(name), addrspace=3)
     gv.linkage = "internal"
     gv.initializer = ir.Constant(arr, ir.Undefined)
     gv.align = 8

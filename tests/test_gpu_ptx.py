@@ -269,6 +269,9 @@ RMS = _row_module("""  q = f32[6] rsqrt(m)
   ROOT r = (f32[6], f32[6]) tuple(s, q)""")
 NORMALIZED = _row_module("""  mb = f32[6,1000] broadcast(m), dimensions={0}
   ROOT r = f32[6,1000] divide(x, mb)""")
+TRANSPOSED = _row_module("""  mb = f32[1000,6] broadcast(m), dimensions={1}
+  xt = f32[1000,6] transpose(x), dimensions={1,0}
+  ROOT r = f32[1000,6] divide(xt, mb)""")
 
 
 @needs_ptxas
@@ -284,10 +287,22 @@ def test_row_reduction_epilogue_is_computed_by_the_thread_storing_the_row(tmp_pa
 
 
 @needs_ptxas
-def test_reduce_read_across_the_row_is_computed_per_element(tmp_path):
-    """A loop that reads the row's result at every element of the row (normalizing by the
-    mean) is one thread per element, each folding the row itself."""
+def test_row_outputs_reading_the_result_along_the_row_are_computed_by_its_block(tmp_path):
+    """A loop over the reduce's input shape that reads the row's result broadcast along
+    the row (normalizing by the mean) is computed by the row's block, after thread 0 shares
+    the result through shared memory (one barrier more)."""
     kernel = emit_gpu.emit_gpu_kernel(hlo_opt.parse(NORMALIZED).entry, "k")
+    assert (kernel.threads, kernel.blocks, kernel.elements) == (256, 6, 6000)
+    ptx = nvptx.ptx([kernel.ir], [kernel.name])
+    assert "shfl.sync.bfly.b32" in ptx and ptx.count("bar.sync") == 3
+    assemble(ptx, tmp_path)
+
+
+@needs_ptxas
+def test_reduce_read_transposed_is_computed_per_element(tmp_path):
+    """A loop that reads the row's result other than along the row (here transposed) is
+    one thread per element, each folding the row it reads itself."""
+    kernel = emit_gpu.emit_gpu_kernel(hlo_opt.parse(TRANSPOSED).entry, "k")
     assert (kernel.threads, kernel.blocks, kernel.elements) == (256, 24, 6000)
     ptx = nvptx.ptx([kernel.ir], [kernel.name])
     assert "shfl" not in ptx
