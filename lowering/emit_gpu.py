@@ -101,7 +101,7 @@ def emit_gpu_kernel(comp: Computation, name: str, arch: str = nvptx.DEFAULT_ARCH
     row = row_reduce(comp, groups, outputs)
     if row is not None:
         emit_rows(gen, *row, stores)
-        rows, _ = rows_of(row[0])
+        rows, _ = rows_of(row[0][0])
         launch = (ROW_THREADS, max(1, rows))
     else:
         elements = _emit_elements(gen, stores)

@@ -42,37 +42,46 @@ FULL_MASK = -1                    # every lane of the warp takes part in the shu
 
 
 def row_reduce(comp, phases_, outputs):
-    """(reduce, row outputs) of a row-reduce kernel, else None: the kernel stores one reduce
-    over the minor-most dimensions of its input; its other outputs (if any) are an epilogue,
-    elementwise functions of the reduce's results at the same output position (a mean, the
-    rsqrt of a variance), which the thread storing a row computes from the row's result, or
-    row outputs: elementwise functions over the reduce's input shape that read the result
-    broadcast along the row (x - max in a softmax), which the block computes next."""
+    """(reduces, row outputs) of a row-reduce kernel, else None: the kernel's reduces all
+    reduce the minor-most dimensions of one input shape, a later one possibly reading an
+    earlier one's result broadcast along the row (a softmax's max, then its sum of
+    exp(x - max)); its other outputs are an epilogue, elementwise functions of the results
+    at the same output position (a mean, the rsqrt of a variance), which thread 0 computes,
+    or row outputs: elementwise functions over the input shape that read the results
+    broadcast along the row (x - max, x / sum), which the block computes last."""
     reduces = [p.root for p in phases_ if p.root.opcode == "reduce"]
-    if len(reduces) != 1:
+    if not reduces or len({(r.operands[0].shape.dims, _row_shape(r).dims)
+                           for r in reduces}) != 1:
         return None
-    inst = reduces[0]
-    rank = inst.operands[0].shape.rank
-    reduced = sorted(inst.attrs["dimensions"])
-    if not reduced or reduced != list(range(rank - len(reduced), rank)):
-        return None
-    readers = _row_readers(comp, inst)
+    for inst in reduces:
+        rank = inst.operands[0].shape.rank
+        reduced = sorted(inst.attrs["dimensions"])
+        if not reduced or reduced != list(range(rank - len(reduced), rank)):
+            return None
+    readers = _row_readers(comp, reduces)
     if readers is None or not all(id(o) in readers for o in outputs):
         return None
-    return inst, [o for o in outputs if readers[id(o)] == "row"]
+    return reduces, [o for o in outputs if readers[id(o)] == "row"]
 
 
-def _row_readers(comp, inst) -> dict | None:
-    """id -> "at" for the reduce and what reads its result at the output's own position
-    (elementwise ops, get-tuple-element), "row" for what reads it broadcast along the row
+def _row_readers(comp, reduces) -> dict | None:
+    """id -> "at" for the reduces and what reads their results at the output's own position
+    (elementwise ops, get-tuple-element), "row" for what reads them broadcast along the row
     (a broadcast over the reduced dimensions, then elementwise ops); None if something
-    reads it otherwise."""
-    kept = _row_shape(inst).dims
-    whole = inst.operands[0].shape.dims
-    kinds = {id(inst): "at"}
+    reads them otherwise (or a reduce's init value depends on one)."""
+    kept = _row_shape(reduces[0]).dims
+    whole = reduces[0].operands[0].shape.dims
+    kinds: dict[int, str] = {}
+    is_reduce = {id(r) for r in reduces}
     for x in comp.post_order():
         read = {kinds[id(o)] for o in x.operands if id(o) in kinds}
-        if x is inst or not read or (x is comp.root and x.opcode == "tuple"):
+        if id(x) in is_reduce:
+            inputs, inits = reduce_operands(x)
+            if read - {"row"} or any(id(i) in kinds for i in inits):
+                return None
+            kinds[id(x)] = "at"
+            continue
+        if not read or (x is comp.root and x.opcode == "tuple"):
             continue
         per_element = is_elementwise(x.opcode) or x.opcode == "get-tuple-element"
         if read == {"at"} and per_element and not x.shape.is_tuple and x.shape.dims == kept:
@@ -98,59 +107,67 @@ def rows_of(inst) -> tuple[int, int]:
     return _row_shape(inst).num_elements, length
 
 
-def emit_rows(gen: Elemental, inst, row_outputs: list, stores: list) -> None:
-    """The body of a row-reduce kernel of reduce `inst`, storing each output (root, dests):
-    the reduce's leaves, an epilogue computed from them, or (`row_outputs`) a function
-    over the row that reads them, after thread 0 shares the row's result with the block."""
+def emit_rows(gen: Elemental, reduces: list, row_outputs: list, stores: list) -> None:
+    """The body of a row-reduce kernel: per row, each reduce's result in turn (shared with
+    the whole block, bound for what reads it), then each output (root, dests): thread 0
+    stores the reduces' leaves and the epilogue, the block the `row_outputs`."""
     b = gen.b
-    inputs, inits = reduce_operands(inst)
-    in_dims = inputs[0].shape.dims
-    rows, length = rows_of(inst)
-    reducer = Reducer(gen, inst.attrs["to_apply"])
-    init = [gen.value(i, Index.scalar()) for i in inits]
-    slots = stack_slots(gen, init)
-    shared = [[_shared_array(b.module, p.type, WARPS, "warp_values") for p in _parts(v)]
-              for v in init]
-    result_like = reducer.finish(init)                 # the row's result: its types
-    result = [[_shared_array(b.module, p.type, 1, "row_result") for p in _parts(v)]
-              for v in result_like] if row_outputs else []
+    rows, length = rows_of(reduces[0])
     tid = special(b, "tid.x")
-    lane, warp = b.urem(tid, I64(WARP)), b.udiv(tid, I64(WARP))
-    barrier = declare(b.module, "llvm.nvvm.barrier0", VOID, [])
     with strided(b, special(b, "ctaid.x"), special(b, "nctaid.x"), rows) as row:
-        write_slots(gen, slots, init)
-        with strided(b, tid, I64(ROW_THREADS), length) as j:
-            gen.push_scope()
-            index = Index(in_dims, linear=b.add(b.mul(row, I64(length)), j))
-            xs = [gen.value(x, index) for x in inputs]
-            write_slots(gen, slots, reducer(read_slots(gen, slots), xs))
-            gen.pop_scope()
-        warp_value = _combine(b, reducer, read_slots(gen, slots), WARP)
-        with b.if_then(b.icmp_unsigned("==", lane, I64(0))):
-            _store_parts(b, shared, warp_value, warp)
-        b.call(barrier, [])
-        with b.if_then(b.icmp_unsigned("==", warp, I64(0))):
-            mine = _load_parts(b, shared, init, b.urem(lane, I64(WARPS)))
-            total = reducer.finish(_combine(b, reducer, mine, WARPS))
-            with b.if_then(b.icmp_unsigned("==", lane, I64(0))):
-                gen.bindings[id(inst)] = total if inst.shape.is_tuple else total[0]
-                store_outputs(gen, [(o, dests, None) for o, dests in stores
-                                    if all(o is not r for r in row_outputs)],
-                              Index(_row_shape(inst).dims, linear=row), row)
-                del gen.bindings[id(inst)]
-                if row_outputs:
-                    _store_parts(b, result, total, I64(0))
-        b.call(barrier, [])
-        if row_outputs:
-            total = _load_parts(b, result, result_like, I64(0))
+        for inst in reduces:
+            total = _row_result(gen, inst, row, tid)
             gen.bindings[id(inst)] = total if inst.shape.is_tuple else total[0]
+        with b.if_then(b.icmp_unsigned("==", tid, I64(0))):
+            store_outputs(gen, [(o, dests, None) for o, dests in stores
+                                if all(o is not r for r in row_outputs)],
+                          Index(_row_shape(reduces[0]).dims, linear=row), row)
+        if row_outputs:
+            in_dims = reduces[0].operands[0].shape.dims
             with strided(b, tid, I64(ROW_THREADS), length) as j:
                 at = b.add(b.mul(row, I64(length)), j)
                 store_outputs(gen, [(o, dests, None) for o, dests in stores
                                     if any(o is r for r in row_outputs)],
                               Index(in_dims, linear=at), at)
+        for inst in reduces:
             del gen.bindings[id(inst)]
-            b.call(barrier, [])
+
+
+def _row_result(gen: Elemental, inst, row, tid) -> list:
+    """Reduce `inst`'s result for `row`, in every thread of the block: strided folds,
+    warp butterflies, warp values through shared memory, warp 0's butterfly, and lane 0's
+    result through shared memory, each hand-over behind a barrier."""
+    b = gen.b
+    inputs, inits = reduce_operands(inst)
+    in_dims = inputs[0].shape.dims
+    _, length = rows_of(inst)
+    reducer = Reducer(gen, inst.attrs["to_apply"])
+    init = [gen.value(i, Index.scalar()) for i in inits]
+    slots = stack_slots(gen, init)                     # set to the init values per row
+    shared = [[_shared_array(b.module, p.type, WARPS, "warp_values") for p in _parts(v)]
+              for v in init]
+    result_like = reducer.finish(init)                 # the row's result: its types
+    result = [[_shared_array(b.module, p.type, 1, "row_result") for p in _parts(v)]
+              for v in result_like]
+    lane, warp = b.urem(tid, I64(WARP)), b.udiv(tid, I64(WARP))
+    barrier = declare(b.module, "llvm.nvvm.barrier0", VOID, [])
+    with strided(b, tid, I64(ROW_THREADS), length) as j:
+        gen.push_scope()
+        index = Index(in_dims, linear=b.add(b.mul(row, I64(length)), j))
+        xs = [gen.value(x, index) for x in inputs]
+        write_slots(gen, slots, reducer(read_slots(gen, slots), xs))
+        gen.pop_scope()
+    warp_value = _combine(b, reducer, read_slots(gen, slots), WARP)
+    with b.if_then(b.icmp_unsigned("==", lane, I64(0))):
+        _store_parts(b, shared, warp_value, warp)
+    b.call(barrier, [])
+    with b.if_then(b.icmp_unsigned("==", warp, I64(0))):
+        mine = _load_parts(b, shared, init, b.urem(lane, I64(WARPS)))
+        total = reducer.finish(_combine(b, reducer, mine, WARPS))
+        with b.if_then(b.icmp_unsigned("==", lane, I64(0))):
+            _store_parts(b, result, total, I64(0))
+    b.call(barrier, [])
+    return _load_parts(b, result, result_like, I64(0))
 
 
 def _combine(b, reducer, values: list, lanes: int) -> list:

@@ -289,12 +289,50 @@ def test_row_reduction_epilogue_is_computed_by_the_thread_storing_the_row(tmp_pa
 @needs_ptxas
 def test_row_outputs_reading_the_result_along_the_row_are_computed_by_its_block(tmp_path):
     """A loop over the reduce's input shape that reads the row's result broadcast along
-    the row (normalizing by the mean) is computed by the row's block, after thread 0 shares
-    the result through shared memory (one barrier more)."""
+    the row (normalizing by the mean) is computed by the row's block, every thread reading
+    the row's result from shared memory."""
     kernel = emit_gpu.emit_gpu_kernel(hlo_opt.parse(NORMALIZED).entry, "k")
     assert (kernel.threads, kernel.blocks, kernel.elements) == (256, 6, 6000)
     ptx = nvptx.ptx([kernel.ir], [kernel.name])
-    assert "shfl.sync.bfly.b32" in ptx and ptx.count("bar.sync") == 3
+    assert "shfl.sync.bfly.b32" in ptx and ptx.count("bar.sync") == 2
+    assemble(ptx, tmp_path)
+
+
+SOFTMAX = """HloModule m
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT c = f32[] add(a, b)
+}
+max {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT c = f32[] maximum(a, b)
+}
+ENTRY e {
+  x = f32[6,1000] parameter(0)
+  lo = f32[] constant(-inf)
+  m = f32[6] reduce(x, lo), dimensions={1}, to_apply=max
+  mb = f32[6,1000] broadcast(m), dimensions={0}
+  d = f32[6,1000] subtract(x, mb)
+  ex = f32[6,1000] exponential(d)
+  z = f32[] constant(0)
+  s = f32[6] reduce(ex, z), dimensions={1}, to_apply=add
+  sb = f32[6,1000] broadcast(s), dimensions={0}
+  ROOT r = f32[6,1000] divide(ex, sb)
+}
+"""
+
+
+@needs_ptxas
+def test_softmax_is_one_block_per_row_reducing_twice(tmp_path):
+    """A second row reduce reading the first's result along the row (the sum of
+    exp(x - max)), then the normalized row: one block per row, each reduce's result shared
+    with the block before the next step (two barriers per reduce)."""
+    kernel = emit_gpu.emit_gpu_kernel(hlo_opt.parse(SOFTMAX).entry, "k")
+    assert (kernel.threads, kernel.blocks, kernel.elements) == (256, 6, 6000)
+    ptx = nvptx.ptx([kernel.ir], [kernel.name])
+    assert ptx.count("shfl.sync.bfly.b32") >= 2 * (5 + 3) and ptx.count("bar.sync") == 4
     assemble(ptx, tmp_path)
 
 
