@@ -1,19 +1,23 @@
 """GPU row reductions: one thread block per output row, combined through warp shuffles and
 shared memory.
 
-A kernel that is one stored reduce over the input's minor-most dimensions (a softmax's or
-layer norm's row sum, a reduce to a scalar), possibly with an epilogue of elementwise
-functions of its result (`row_reduce`), runs as blocks of ROW_THREADS threads, each
-block taking rows `ctaid.x, ctaid.x + nctaid.x, ...`. For one row:
+A kernel whose reduces all reduce the minor-most dimensions of one input shape (a layer
+norm's row sums, a softmax's max and then sum, a reduce to a scalar), whose other outputs
+read their results at or along the row (`row_reduce`), runs as blocks of ROW_THREADS
+threads, each block taking rows `ctaid.x, ctaid.x + nctaid.x, ...`. For one row, for each
+reduce in turn:
 
 1. thread t folds elements t, t + ROW_THREADS, ... of the row into its accumulators,
    starting from the init values (read through the shared elemental code, so fused
-   producers are computed inline);
+   producers, and earlier reduces' results, are computed inline);
 2. each warp combines its 32 accumulators by butterfly shuffles (`shfl.sync.bfly`), after
    which lane 0 holds the warp's value and writes it to shared memory;
-3. after a barrier, warp 0 combines the WARPS values the same way and thread 0 rounds and
-   stores the outputs (the epilogue computed from the row's result); a second barrier
-   keeps the next row from overwriting shared memory that is still being read.
+3. after a barrier, warp 0 combines the WARPS values the same way and lane 0 rounds the
+   result and writes it to shared memory, which every thread reads after a second barrier.
+
+Then thread 0 stores the results and the epilogue, and the block the row outputs. Every
+write to shared memory in the next row comes after a barrier that this row's readers of
+that memory have passed, so a row ends without one.
 
 The fold and every combination apply the reducer as the CPU does (`emit_reduce.Reducer`:
 single-op reducers as the op with narrow floats accumulated in f32, any other computation
