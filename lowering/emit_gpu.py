@@ -19,9 +19,11 @@ body of every CPU loop too. The GPU's part is the frame around that body:
 * math that the CPU takes from libm (f64 functions, f32 ones mathlib.py does not inline)
   from libdevice (nvptx.py).
 
-This slice emits loop kernels (elementwise ops and data movement fused into one pass over
-the output); a kernel that needs another loop structure (reduce, dot, convolution, sort,
-scatter, ...) is an UnsupportedError naming the op and its position.
+A kernel that is one stored row reduction has a frame of its own (emit_gpu_reduce.py); any
+other reduce or reduce-window is computed per output element by its elemental generator
+inside this loop (a fold over the reduced elements per thread: correct, not fast). A kernel
+that needs another loop structure (dot, convolution, sort, scatter, ...) is an
+UnsupportedError naming the op and its position.
 """
 from __future__ import annotations
 
@@ -35,22 +37,34 @@ from ..ir import Computation, Instruction, Module
 from ..kernels import executed_computations
 from . import fallback, nvptx, phases
 from .elemental import Elemental, Source
+from .emit_gpu_reduce import ROW_THREADS, emit_rows, row_reduce, rows_of
 from .emit_kernel import PHASES, array_constants, kernel_outputs, store_outputs
 from .emit_loops import Index
-from .intrinsics import declare, set_math_library
-from .ltypes import I32, I64, PTR, VOID
+from .gpu_loops import grid_stride_range
+from .intrinsics import set_math_library
+from .ltypes import I64, PTR, VOID
 from .program import is_view
+
+
+LOOP_THREADS = 256                 # threads per block of a loop kernel
+# Ops with a loop structure of their own that a GPU thread computes one output element of
+# (looping over the reduced elements or the window, as elemental.py's generators do).
+PER_THREAD = frozenset({"reduce", "reduce-window"})
 
 
 @dataclass
 class GpuKernel:
-    """An emitted kernel: its LLVM IR (NVPTX triple) and what the host passes it."""
+    """An emitted kernel: its LLVM IR (NVPTX triple), what the host passes it, and how to
+    launch it (`blocks` blocks of `threads` threads; any grid is correct, this one gives
+    each thread one element, or each block one row of a row reduction)."""
     name: str
     ir: str
-    n_outputs: int
+    n_outputs: int                     # output buffers (a tuple-shaped output has several)
     n_inputs: int                      # parameters, then array constants
     elements: int                      # output elements: the launch covers [0, elements)
     comp: Computation
+    threads: int = LOOP_THREADS
+    blocks: int = 1
 
 
 def unsupported(inst: Instruction, why: str) -> UnsupportedError:
@@ -59,32 +73,59 @@ def unsupported(inst: Instruction, why: str) -> UnsupportedError:
 
 
 def emit_gpu_kernel(comp: Computation, name: str, arch: str = nvptx.DEFAULT_ARCH) -> GpuKernel:
-    """Emit loop kernel `comp` as NVPTX kernel `name`."""
-    for g in phases.split(comp, fallback.why_not):
+    """Emit kernel `comp` as NVPTX kernel `name`: a row reduction (emit_gpu_reduce), else
+    one thread per output element."""
+    groups = phases.split(comp, fallback.why_not)
+    for g in groups:
         if g.fallback:
             raise unsupported(g.root, g.fallback)
-        if g.root.opcode in PHASES:
-            raise unsupported(g.root, "only loop kernels (elementwise and data movement) "
-                                      "have GPU code so far")
+        if g.root.opcode in PHASES and g.root.opcode not in PER_THREAD:
+            raise unsupported(g.root, "only loop kernels (elementwise, data movement) and "
+                                      "reductions have GPU code so far")
     outputs = kernel_outputs(comp)
-    for o in outputs:
-        if o.shape.is_tuple:
-            raise unsupported(o, "a tuple-shaped kernel output")
+    leaves = [(o, s) for o in outputs for s in (o.shape.leaves() if o.shape.is_tuple
+                                                else [o.shape])]
     inputs = comp.parameters + array_constants(comp)
 
     mod = nvptx.new_module(name, arch)
     set_math_library(mod, nvptx.libdevice_call)
-    fn = ir.Function(mod, ir.FunctionType(VOID, [PTR] * (len(outputs) + len(inputs))), name)
+    fn = ir.Function(mod, ir.FunctionType(VOID, [PTR] * (len(leaves) + len(inputs))), name)
     fn.calling_convention = "ptx_kernel"
     fn.attributes.add("nounwind")
     for a in fn.args:
         a.add_attribute("noalias")
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    out_ptrs, in_ptrs = fn.args[:len(outputs)], fn.args[len(outputs):]
+    out_ptrs, in_ptrs = fn.args[:len(leaves)], fn.args[len(leaves):]
     gen = Elemental(b, {id(p): Source(ptr, p.shape) for p, ptr in zip(inputs, in_ptrs)})
+    stores = _stores(outputs, leaves, out_ptrs)
+    row = row_reduce(comp, groups, outputs)
+    if row is not None:
+        emit_rows(gen, *row, stores)
+        rows, _ = rows_of(row[0][0])
+        launch = (ROW_THREADS, max(1, rows))
+    else:
+        elements = _emit_elements(gen, stores)
+        launch = (LOOP_THREADS, max(1, -(-elements // LOOP_THREADS)))
+    b.ret_void()
+    elements = max(s.num_elements for _, s in leaves)
+    return GpuKernel(name, str(mod), len(leaves), len(inputs), elements, comp, *launch)
+
+
+def _stores(outputs, leaves, out_ptrs) -> list:
+    """(output, its destination per leaf) of each kernel output."""
+    dests = iter(Source(ptr, s) for (_, s), ptr in zip(leaves, out_ptrs))
+    return [(o, [next(dests) for _ in (o.shape.leaves() if o.shape.is_tuple else [o])])
+            for o in outputs]
+
+
+def _emit_elements(gen: Elemental, stores: list) -> int:
+    """One thread per output element: every output stored from one grid-stride loop over
+    the largest (a smaller one by the threads whose position falls inside it). Returns the
+    loop's extent."""
+    b = gen.b
     by_dims: dict[tuple, list] = {}
-    for o, ptr in zip(outputs, out_ptrs):
-        by_dims.setdefault(o.shape.dims, []).append((o, [Source(ptr, o.shape)], None))
+    for o, dests in stores:
+        by_dims.setdefault(dests[0].dims, []).append((o, dests, None))
     elements = max(math.prod(dims) for dims in by_dims)
     with grid_stride_range(b, elements) as i:
         for dims, stores in by_dims.items():
@@ -93,46 +134,7 @@ def emit_gpu_kernel(comp: Computation, name: str, arch: str = nvptx.DEFAULT_ARCH
                 continue
             with b.if_then(b.icmp_unsigned("<", i, I64(math.prod(dims)))):
                 store_outputs(gen, stores, Index(dims, linear=i), i)
-    b.ret_void()
-    return GpuKernel(name, str(mod), len(outputs), len(inputs), elements, comp)
-
-
-def _special(b: ir.IRBuilder, register: str):
-    """A PTX special register (`tid.x`, ...) as i64."""
-    fn = declare(b.module, f"llvm.nvvm.read.ptx.sreg.{register}", I32, [])
-    return b.zext(b.call(fn, []), I64)
-
-
-class grid_stride_range:
-    """`for (i = ctaid.x * ntid.x + tid.x; i < n; i += ntid.x * nctaid.x)`, rotated as
-    emit_loops.for_range is; the builder ends positioned after the loop."""
-
-    def __init__(self, b: ir.IRBuilder, n: int):
-        self.b, self.n = b, I64(n)
-
-    def __enter__(self):
-        b = self.b
-        block, threads = _special(b, "ctaid.x"), _special(b, "ntid.x")
-        start = b.add(b.mul(block, threads), _special(b, "tid.x"))
-        self.stride = b.mul(threads, _special(b, "nctaid.x"))
-        fn = b.block.function
-        self.body, self.done = fn.append_basic_block("i.body"), fn.append_basic_block("i.done")
-        b.cbranch(b.icmp_unsigned("<", start, self.n), self.body, self.done)
-        pre = b.block
-        b.position_at_end(self.body)
-        self.iv = b.phi(I64, name="i")
-        self.iv.add_incoming(start, pre)
-        return self.iv
-
-    def __exit__(self, *exc):
-        if exc[0] is not None:
-            return False
-        b = self.b
-        nxt = b.add(self.iv, self.stride, name="i.next", flags=("nuw",))
-        self.iv.add_incoming(nxt, b.block)
-        b.cbranch(b.icmp_unsigned("<", nxt, self.n), self.body, self.done)
-        b.position_at_end(self.done)
-        return False
+    return elements
 
 
 # ------------------------------------------------------------------------- whole modules

@@ -81,7 +81,7 @@ class Reducer:
         return [round_to(self.gen.b, a, t) for a, t in zip(accs, self.types)]
 
 
-def _slots(gen: Elemental, values: list) -> list:
+def stack_slots(gen: Elemental, values: list) -> list:
     """Stack slots holding accumulators (a complex value takes two)."""
     slots = []
     for v in values:
@@ -93,7 +93,7 @@ def _slots(gen: Elemental, values: list) -> list:
     return slots
 
 
-def _read(gen: Elemental, slots) -> list:
+def read_slots(gen: Elemental, slots) -> list:
     vals = []
     for ss in slots:
         parts = [gen.b.load(s, typ=s.allocated_type) for s in ss]
@@ -101,13 +101,13 @@ def _read(gen: Elemental, slots) -> list:
     return vals
 
 
-def _write(gen: Elemental, slots, values) -> None:
+def write_slots(gen: Elemental, slots, values) -> None:
     for ss, v in zip(slots, values):
         for s, p in zip(ss, v if isinstance(v, tuple) else (v,)):
             gen.b.store(p, s)
 
 
-def _operands(inst):
+def reduce_operands(inst):
     n = len(inst.operands) // 2
     return inst.operands[:n], inst.operands[n:]
 
@@ -115,20 +115,20 @@ def _operands(inst):
 def reduce_value(gen: Elemental, inst, index: Index):
     """The reduce's output(s) at `index`: a loop over the reduced dimensions."""
     b = gen.b
-    inputs, inits = _operands(inst)
+    inputs, inits = reduce_operands(inst)
     reduced = sorted(inst.attrs["dimensions"])
     in_dims = inputs[0].shape.dims
     kept = [d for d in range(len(in_dims)) if d not in reduced]
     reducer = Reducer(gen, inst.attrs["to_apply"])
-    slots = _slots(gen, [gen.value(i, Index.scalar()) for i in inits])
+    slots = stack_slots(gen, [gen.value(i, Index.scalar()) for i in inits])
     outs = index.values(b)
     with nest(b, [in_dims[d] for d in reduced], "r") as rvals:
         gen.push_scope()
         idx = Index(in_dims, values=placed(len(in_dims), (kept, outs), (reduced, rvals)))
         xs = [gen.value(x, idx) for x in inputs]
-        _write(gen, slots, reducer(_read(gen, slots), xs))
+        write_slots(gen, slots, reducer(read_slots(gen, slots), xs))
         gen.pop_scope()
-    result = reducer.finish(_read(gen, slots))
+    result = reducer.finish(read_slots(gen, slots))
     return result if inst.shape.is_tuple else result[0]
 
 
@@ -136,7 +136,7 @@ def reduce_value(gen: Elemental, inst, index: Index):
 
 def _column_layout(inst):
     """(outer kept dims, reduced dims, tile run T) if the column structure applies."""
-    inputs, _ = _operands(inst)
+    inputs, _ = reduce_operands(inst)
     in_dims = inputs[0].shape.dims
     reduced = sorted(inst.attrs["dimensions"])
     if not reduced or not in_dims:
@@ -149,7 +149,7 @@ def _column_layout(inst):
 
 
 def plan_reduce(inst):
-    inputs, _ = _operands(inst)
+    inputs, _ = reduce_operands(inst)
     work = float(inputs[0].shape.num_elements * len(inputs))
     layout = _column_layout(inst)
     out_elems = max(1, math.prod(inst.shape.leaves()[0].dims if inst.shape.is_tuple
@@ -184,7 +184,7 @@ def _emit_rows(kb, inst, dests, lo, hi):
 def _emit_columns(kb, inst, dests, lo, hi, outer, reduced, run):
     """Tiles of adjacent outputs along the kept minor run, folding every input row of the
     reduced dimensions into them."""
-    in_dims = _operands(inst)[0][0].shape.dims
+    in_dims = reduce_operands(inst)[0][0].shape.dims
 
     @contextmanager
     def rows(b, outer_vals):
@@ -201,7 +201,7 @@ def _emit_tiles(kb, inst, dests, lo, hi, outer_dims, run, rows):
     each row is read contiguously and the tile's independent folds vectorize."""
     b = kb.b
     gen = kb.elemental()
-    inputs, inits = _operands(inst)
+    inputs, inits = reduce_operands(inst)
     in_dims = inputs[0].shape.dims
     tile = min(run, COLUMN_TILE)
     tiles = -(-run // tile)
@@ -244,7 +244,7 @@ def reduce_window_value(gen: Elemental, inst, index: Index):
     (no test per position: a window along a row is a plain loop that vectorizes); the
     holes of base (lhs) dilation by a test per position."""
     b = gen.b
-    inputs, inits = _operands(inst)
+    inputs, inits = reduce_operands(inst)
     in_dims = inputs[0].shape.dims
     window = inst.attrs.get("window")
     rank = len(in_dims)
@@ -254,7 +254,7 @@ def reduce_window_value(gen: Elemental, inst, index: Index):
     base = window.lhs_dilate if window else (1,) * rank
     dil = window.rhs_dilate if window else (1,) * rank
     reducer = Reducer(gen, inst.attrs["to_apply"])
-    slots = _slots(gen, [gen.value(i, Index.scalar()) for i in inits])
+    slots = stack_slots(gen, [gen.value(i, Index.scalar()) for i in inits])
     outs = index.values(b)
     spans = [_window_span(b, outs[d], stride[d], dil[d], pad[d], size[d], in_dims[d])
              if base[d] == 1 else (0, size[d]) for d in range(rank)]
@@ -278,13 +278,13 @@ def reduce_window_value(gen: Elemental, inst, index: Index):
             with b.if_then(ok):
                 _fold(gen, reducer, slots, inputs, Index(in_dims, values=coords))
         gen.pop_scope()
-    result = reducer.finish(_read(gen, slots))
+    result = reducer.finish(read_slots(gen, slots))
     return result if inst.shape.is_tuple else result[0]
 
 
 def _fold(gen: Elemental, reducer, slots, inputs, index: Index) -> None:
     xs = [gen.value(x, index) for x in inputs]
-    _write(gen, slots, reducer(_read(gen, slots), xs))
+    write_slots(gen, slots, reducer(read_slots(gen, slots), xs))
 
 
 def _window_span(b, o, stride: int, dil: int, pad, size: int, n: int):
@@ -333,7 +333,7 @@ def _window_layout(inst):
     into tiles of adjacent outputs, as a column reduce does, instead of one output at a
     time down a strided column."""
     window = inst.attrs.get("window")
-    in_dims = _operands(inst)[0][0].shape.dims
+    in_dims = reduce_operands(inst)[0][0].shape.dims
     if window is None or any(x != 1 for x in window.lhs_dilate) or _has_complex(inst):
         return None
     m = len(in_dims)
@@ -369,7 +369,7 @@ def emit_reduce_window(kb, inst, dests, lo, hi):
         return
     m, run = layout
     win = inst.attrs["window"]
-    in_dims = _operands(inst)[0][0].shape.dims
+    in_dims = reduce_operands(inst)[0][0].shape.dims
 
     @contextmanager
     def rows(b, outs):

@@ -164,3 +164,21 @@ def tuple_module(lines: list[str], computations: str = "") -> str:
     shapes = [l.split(" = ")[1].split(" ")[0] for l in lines if " parameter(" not in l]
     root = f"ROOT r = ({', '.join(shapes)}) tuple({', '.join(names)})"
     return f"HloModule m\n{computations}\nENTRY e {{\n  " + "\n  ".join(lines + [root]) + "\n}\n"
+
+
+# The first maximum and its index (ties to the smaller index): a variadic reducer of
+# several ops, which the lowering inlines as written.
+ARGMAX_REDUCER = """argmax {
+  a = f32[] parameter(0)
+  i = s32[] parameter(1)
+  b = f32[] parameter(2)
+  j = s32[] parameter(3)
+  gt = pred[] compare(a, b), direction=GT
+  eq = pred[] compare(a, b), direction=EQ
+  lt = pred[] compare(i, j), direction=LT
+  tie = pred[] and(eq, lt)
+  pick = pred[] or(gt, tie)
+  v = f32[] select(pick, a, b)
+  k = s32[] select(pick, i, j)
+  ROOT t = (f32[], s32[]) tuple(v, k)
+}"""

@@ -1,7 +1,7 @@
-"""GPU code (`lowering/emit_gpu.py`, `lowering/nvptx.py`): PTX for the loop kernels the gpu
-fusion stage forms, assembled by `ptxas --gpu-name sm_90` (CI has ptxas but no GPU); kernels
-of other kinds are one-line UnsupportedErrors naming the op; the GPU and CPU paths share the
-kernel formation and the per-element code."""
+"""GPU code (`lowering/emit_gpu.py`, `emit_gpu_reduce.py`, `nvptx.py`): PTX for the loop
+and reduce kernels the gpu fusion stage forms, assembled by `ptxas --gpu-name sm_90` (CI has
+ptxas but no GPU); kernels of other kinds are one-line UnsupportedErrors naming the op; the
+GPU and CPU paths share the kernel formation, the per-element code and the reducers."""
 from __future__ import annotations
 
 import re
@@ -14,9 +14,10 @@ import hlo_opt
 from conftest import corpus_files, corpus_ids
 from hlo_opt.errors import UnsupportedError
 from hlo_opt.fusion.stage import fuse
-from hlo_opt.lowering import elemental, emit_elementwise, emit_gpu, emit_kernel, nvptx
+from hlo_opt.lowering import (elemental, emit_elementwise, emit_gpu, emit_gpu_reduce,
+                              emit_kernel, emit_reduce, nvptx)
 from hlo_opt.lowering.ltypes import ELEM_TYPES
-from lowering_helpers import converts_module, elementwise_module
+from lowering_helpers import ARGMAX_REDUCER, converts_module, elementwise_module
 from hlo_opt.tools.hlo_opt_cli import main
 
 PTXAS = shutil.which("ptxas")
@@ -25,10 +26,14 @@ needs_libdevice = pytest.mark.skipif(nvptx.libdevice_path() is None,
                                      reason="libdevice.10.bc (CUDA nvvm) not found")
 
 FILES = corpus_files()
-# Corpus modules whose every gpu kernel is a loop kernel: all of them must have PTX.
-LOOP_ONLY = {"activations", "complex_fft", "dropout", "elementwise_chain", "integer_ops",
-             "shared/elementwise_small", "shared/gelu_exact_small", "shared/gelu_small",
-             "shared/relu_small", "shared/silu_small", "layout_ops.xla_opt"}
+# Corpus modules whose every gpu kernel is a loop or reduce kernel: all of them (and their
+# .xla_opt versions) must have PTX; the others have a kernel GPU code is not emitted for.
+ALL_PTX = {"activations", "complex_fft", "cond_switch", "cumulative", "dropout",
+           "elementwise_chain", "integer_ops", "layernorm", "layout_ops", "low_precision",
+           "random_sampling", "reductions", "rmsnorm", "softmax", "softmax_bf16", "while_loop",
+           "x64_ops"} | {f"shared/{m}_small" for m in (
+               "elementwise", "gelu_exact", "gelu", "layernorm", "redundancy_raw",
+               "redundancy", "relu", "rmsnorm", "silu", "softmax_bf16", "softmax")}
 
 
 def assemble(ptx: str, tmp_path, arch: str = "sm_90") -> None:
@@ -45,9 +50,10 @@ def _module_id(path) -> str:
 
 @needs_ptxas
 @pytest.mark.parametrize("path", FILES, ids=corpus_ids(FILES))
-def test_every_loop_kernel_of_the_corpus_assembles(path, tmp_path):
+def test_every_loop_and_reduce_kernel_of_the_corpus_assembles(path, tmp_path):
     """Each kernel of the module fused for gpu either assembles for sm_90 or is refused for
-    an op with a loop structure of its own (reduce, dot, ...), at the op's line."""
+    an op with a loop structure of its own other than reductions (dot, sort, ...), at the
+    op's line."""
     module = fuse(hlo_opt.parse(path.read_text()), "gpu")
     refused = []
     for name, comp in emit_gpu.module_kernels(module):
@@ -55,13 +61,12 @@ def test_every_loop_kernel_of_the_corpus_assembles(path, tmp_path):
             kernel = emit_gpu.emit_gpu_kernel(comp, name)
         except UnsupportedError as e:
             op = re.match(r"GPU code for (\S+) ", e.message).group(1)
-            assert op in emit_kernel.PHASES and e.line > 0, str(e)
+            assert op in set(emit_kernel.PHASES) - emit_gpu.PER_THREAD and e.line > 0, str(e)
             refused.append(op)
             continue
         assemble(nvptx.ptx([kernel.ir], [kernel.name]), tmp_path)
     module_id = _module_id(path)
-    assert (not refused) == (module_id.removesuffix(".xla_opt") in LOOP_ONLY
-                             or module_id in LOOP_ONLY), refused
+    assert (not refused) == (module_id.removesuffix(".xla_opt") in ALL_PTX), refused
     if not refused:                      # what --emit=ptx prints: one PTX module
         assemble(emit_gpu.emit_ptx(module), tmp_path)
 
@@ -168,6 +173,213 @@ def test_without_libdevice_math_is_a_clear_error(monkeypatch):
         nvptx._libdevice_bitcode.cache_clear()
 
 
+# ---------------------------------------------------------------------------- reductions
+
+def reduce_module(ty: str, op: str, init: str, dims: str = "{1}",
+                  shape: str = "[6,1000]") -> str:
+    """x reduced over `dims` by the single-op reducer `op` from `init`, after an
+    elementwise producer (fused into the reduce)."""
+    sizes = shape.strip("[]").split(",")
+    kept = ",".join(n for d, n in enumerate(sizes) if str(d) not in dims.strip("{}").split(","))
+    return f"""HloModule m
+r {{
+  a = {ty}[] parameter(0)
+  b = {ty}[] parameter(1)
+  ROOT c = {ty}[] {op}(a, b)
+}}
+ENTRY e {{
+  x = {ty}{shape} parameter(0)
+  y = {ty}{shape} {op}(x, x)
+  z = {ty}[] constant({init})
+  ROOT s = {ty}[{kept}] reduce(y, z), dimensions={dims}, to_apply=r
+}}
+"""
+
+
+ARGMAX = f"""HloModule m
+{ARGMAX_REDUCER}
+ENTRY e {{
+  x = f32[6,1000] parameter(0)
+  io = s32[6,1000] iota(), iota_dimension=1
+  m = f32[] constant(-inf)
+  z = s32[] constant(0)
+  ROOT r = (f32[6], s32[6]) reduce(x, io, m, z), dimensions={{1}}, to_apply=argmax
+}}
+"""
+
+ROW_REDUCES = {
+    "f32 add": reduce_module("f32", "add", "0"),
+    "bf16 maximum (f32 accumulator)": reduce_module("bf16", "maximum", "-inf"),
+    "f64 add (two 32-bit shuffles)": reduce_module("f64", "add", "0"),
+    "c64 add (two parts)": reduce_module("c64", "add", "(0, 0)"),
+    "s8 minimum": reduce_module("s8", "minimum", "127"),
+    "pred or": reduce_module("pred", "or", "false"),
+    "u64 multiply": reduce_module("u64", "multiply", "1"),
+    "to a scalar": reduce_module("f32", "add", "0", dims="{0,1}"),
+    "two minor dims": reduce_module("f32", "maximum", "-inf", dims="{1,2}",
+                                    shape="[4,10,100]"),
+    "variadic argmax (inlined reducer)": ARGMAX,
+}
+
+
+def _only_kernel(text: str) -> emit_gpu.GpuKernel:
+    [kernel] = emit_gpu.emit_kernels(fuse(hlo_opt.parse(text), "gpu"))
+    return kernel
+
+
+@needs_ptxas
+@pytest.mark.parametrize("what", list(ROW_REDUCES))
+def test_row_reduction_is_a_block_per_row_combined_by_warp_shuffles(what, tmp_path):
+    """A reduce over the minor-most dimensions: one block of ROW_THREADS threads per output
+    row (the launch recorded with the kernel), warps combined by butterfly shuffles, warp
+    values through shared memory between two barriers; every output of a variadic reduce
+    stored by the one kernel."""
+    kernel = _only_kernel(ROW_REDUCES[what])
+    out = kernel.comp.root
+    rows = (out.shape.leaves()[0] if out.shape.is_tuple else out.shape).num_elements
+    assert (kernel.threads, kernel.blocks) == (emit_gpu_reduce.ROW_THREADS, rows)
+    assert kernel.n_outputs == (2 if out.shape.is_tuple else 1)
+    ptx = nvptx.ptx([kernel.ir], [kernel.name])
+    assert "shfl.sync.bfly.b32" in ptx and ".shared " in ptx and ptx.count("bar.sync") == 2
+    assemble(ptx, tmp_path)
+
+
+def _row_module(tail: str) -> str:
+    """A row sum of squares of x: f32[6,1000] into s: f32[6], followed by `tail`."""
+    return f"""HloModule m
+add {{
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT c = f32[] add(a, b)
+}}
+ENTRY e {{
+  x = f32[6,1000] parameter(0)
+  sq = f32[6,1000] multiply(x, x)
+  z = f32[] constant(0)
+  s = f32[6] reduce(sq, z), dimensions={{1}}, to_apply=add
+  n = f32[] constant(1000)
+  nb = f32[6] broadcast(n), dimensions={{}}
+  m = f32[6] divide(s, nb)
+{tail}
+}}
+"""
+
+
+RMS = _row_module("""  q = f32[6] rsqrt(m)
+  ROOT r = (f32[6], f32[6]) tuple(s, q)""")
+NORMALIZED = _row_module("""  mb = f32[6,1000] broadcast(m), dimensions={0}
+  ROOT r = f32[6,1000] divide(x, mb)""")
+TRANSPOSED = _row_module("""  mb = f32[1000,6] broadcast(m), dimensions={1}
+  xt = f32[1000,6] transpose(x), dimensions={1,0}
+  ROOT r = f32[1000,6] divide(xt, mb)""")
+
+
+@needs_ptxas
+def test_row_reduction_epilogue_is_computed_by_the_thread_storing_the_row(tmp_path):
+    """Outputs that are elementwise functions of the row's result (the rsqrt of the mean
+    beside the sum) are computed from the combined value, in the row kernel (the entry
+    computation taken as one kernel)."""
+    kernel = emit_gpu.emit_gpu_kernel(hlo_opt.parse(RMS).entry, "k")
+    assert (kernel.threads, kernel.blocks, kernel.n_outputs) == (256, 6, 2)
+    ptx = nvptx.ptx([kernel.ir], [kernel.name])
+    assert "shfl.sync.bfly.b32" in ptx and "sqrt.rn.f32" in ptx and ptx.count("st.global") == 2
+    assemble(ptx, tmp_path)
+
+
+@needs_ptxas
+def test_row_outputs_reading_the_result_along_the_row_are_computed_by_its_block(tmp_path):
+    """A loop over the reduce's input shape that reads the row's result broadcast along
+    the row (normalizing by the mean) is computed by the row's block, every thread reading
+    the row's result from shared memory."""
+    kernel = emit_gpu.emit_gpu_kernel(hlo_opt.parse(NORMALIZED).entry, "k")
+    assert (kernel.threads, kernel.blocks, kernel.elements) == (256, 6, 6000)
+    ptx = nvptx.ptx([kernel.ir], [kernel.name])
+    assert "shfl.sync.bfly.b32" in ptx and ptx.count("bar.sync") == 2
+    assemble(ptx, tmp_path)
+
+
+SOFTMAX = """HloModule m
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT c = f32[] add(a, b)
+}
+max {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT c = f32[] maximum(a, b)
+}
+ENTRY e {
+  x = f32[6,1000] parameter(0)
+  lo = f32[] constant(-inf)
+  m = f32[6] reduce(x, lo), dimensions={1}, to_apply=max
+  mb = f32[6,1000] broadcast(m), dimensions={0}
+  d = f32[6,1000] subtract(x, mb)
+  ex = f32[6,1000] exponential(d)
+  z = f32[] constant(0)
+  s = f32[6] reduce(ex, z), dimensions={1}, to_apply=add
+  sb = f32[6,1000] broadcast(s), dimensions={0}
+  ROOT r = f32[6,1000] divide(ex, sb)
+}
+"""
+
+
+@needs_ptxas
+def test_softmax_is_one_block_per_row_reducing_twice(tmp_path):
+    """A second row reduce reading the first's result along the row (the sum of
+    exp(x - max)), then the normalized row: one block per row, each reduce's result shared
+    with the block before the next step (two barriers per reduce)."""
+    kernel = emit_gpu.emit_gpu_kernel(hlo_opt.parse(SOFTMAX).entry, "k")
+    assert (kernel.threads, kernel.blocks, kernel.elements) == (256, 6, 6000)
+    ptx = nvptx.ptx([kernel.ir], [kernel.name])
+    assert ptx.count("shfl.sync.bfly.b32") >= 2 * (5 + 3) and ptx.count("bar.sync") == 4
+    assemble(ptx, tmp_path)
+
+
+@needs_ptxas
+def test_reduce_read_transposed_is_computed_per_element(tmp_path):
+    """A loop that reads the row's result other than along the row (here transposed) is
+    one thread per element, each folding the row it reads itself."""
+    kernel = emit_gpu.emit_gpu_kernel(hlo_opt.parse(TRANSPOSED).entry, "k")
+    assert (kernel.threads, kernel.blocks, kernel.elements) == (256, 24, 6000)
+    ptx = nvptx.ptx([kernel.ir], [kernel.name])
+    assert "shfl" not in ptx
+    assemble(ptx, tmp_path)
+
+
+@needs_ptxas
+def test_column_reduction_is_one_thread_per_output(tmp_path):
+    """A reduce keeping the minor dimension: each thread folds its output's column (no
+    shuffles), one thread per output element."""
+    kernel = _only_kernel(reduce_module("f32", "add", "0", dims="{0}", shape="[1000,300]"))
+    assert (kernel.threads, kernel.blocks, kernel.elements) == (256, 2, 300)
+    ptx = nvptx.ptx([kernel.ir], [kernel.name])
+    assert "shfl" not in ptx and "bar.sync" not in ptx
+    assemble(ptx, tmp_path)
+
+
+def test_loop_kernel_launch_covers_its_elements_with_one_thread_each():
+    kernel = emit_gpu.emit_kernels(fuse(hlo_opt.parse(ELEMENTWISE), "gpu"))[0]
+    assert (kernel.threads, kernel.blocks, kernel.elements) == (256, 8, 64 * 32)
+
+
+def test_gpu_and_cpu_reductions_apply_the_same_reducer_code(monkeypatch):
+    """Row reduce kernels combine values through emit_reduce.Reducer, as the CPU does."""
+    calls: list[str] = []
+    apply = emit_reduce.Reducer.__call__
+
+    def recording(self, accs, xs):
+        calls.append(self.comp.name)
+        return apply(self, accs, xs)
+    monkeypatch.setattr(emit_reduce.Reducer, "__call__", recording)
+    comp = fuse(hlo_opt.parse(ARGMAX), "gpu").entry.root.attrs["calls"]
+    emit_gpu.emit_gpu_kernel(comp, "k")
+    gpu_calls, calls[:] = list(calls), []
+    emit_kernel.emit_kernel(comp, "k")
+    assert set(gpu_calls) == set(calls) == {"argmax"}
+    assert len(gpu_calls) == 1 + 5 + 3     # the fold, then log2(32) and log2(WARPS) steps
+
+
 # ------------------------------------------------------------------------------- hlo-opt
 
 @needs_ptxas
@@ -189,16 +401,11 @@ def test_cli_emits_nvptx_llvm_ir(tmp_path, capsys):
     assert 'target triple = "nvptx64-nvidia-cuda"' in out and "ptx_kernel" in out
 
 
-REDUCE = """HloModule m
-add {
-  a = f32[] parameter(0)
-  b = f32[] parameter(1)
-  ROOT s = f32[] add(a, b)
-}
+DOT = """HloModule m
 ENTRY e {
   x = f32[8,16] parameter(0)
-  z = f32[] constant(0)
-  ROOT r = f32[8] reduce(x, z), dimensions={1}, to_apply=add
+  y = f32[16,4] parameter(1)
+  ROOT d = f32[8,4] dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}
 }
 """
 
@@ -213,8 +420,9 @@ ENTRY e {
 
 
 @pytest.mark.parametrize("text, args, message", [
-    (REDUCE, ["--target=gpu", "--emit=ptx"],
-     r"^.*in\.hlo:10:8: GPU code for reduce \(r\) is not emitted yet: only loop kernels"),
+    (DOT, ["--target=gpu", "--emit=ptx"],
+     r"^.*in\.hlo:5:8: GPU code for dot \(d\) is not emitted yet: only loop kernels "
+     r"\(elementwise, data movement\) and reductions"),
     (SUB_BYTE, ["--target=gpu", "--emit=ptx"],
      r"^.*in\.hlo:4:3: GPU code for add \(y\) is not emitted yet: element type s4$"),
     (ELEMENTWISE, ["--target=gpu", "--emit=ptx", "--gpu-arch=volta"],

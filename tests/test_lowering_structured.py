@@ -10,7 +10,7 @@ import pytest
 
 import hlo_opt
 from hlo_opt.tools.hlo_run import random_inputs
-from lowering_helpers import assert_matches, run_both
+from lowering_helpers import ARGMAX_REDUCER, assert_matches, run_both
 
 def check(text: str, seed: int = 0, rel: float = 2e-6):
     """Ours = interpreter on normal random inputs (edge values are the elementwise tests'
@@ -151,20 +151,7 @@ def test_reduce_max_keeps_nan_and_signed_zero():
 
 
 def test_variadic_argmax_reduce_with_fused_producers():
-    comp = """argmax {
-  a = f32[] parameter(0)
-  i = s32[] parameter(1)
-  b = f32[] parameter(2)
-  j = s32[] parameter(3)
-  gt = pred[] compare(a, b), direction=GT
-  eq = pred[] compare(a, b), direction=EQ
-  lt = pred[] compare(i, j), direction=LT
-  tie = pred[] and(eq, lt)
-  pick = pred[] or(gt, tie)
-  v = f32[] select(pick, a, b)
-  k = s32[] select(pick, i, j)
-  ROOT t = (f32[], s32[]) tuple(v, k)
-}"""
+    comp = ARGMAX_REDUCER
     text = module("""
         x = f32[12,70] parameter(0)
         e = f32[12,70] exponential(x)

@@ -1,0 +1,50 @@
+"""Thread positions and strided loops of GPU kernels (the NVPTX special registers)."""
+from __future__ import annotations
+
+from llvmlite import ir
+
+from .intrinsics import declare
+from .ltypes import I32, I64
+
+
+def special(b: ir.IRBuilder, register: str):
+    """A PTX special register (`tid.x`, `ctaid.x`, `ntid.x`, `nctaid.x`) as i64."""
+    fn = declare(b.module, f"llvm.nvvm.read.ptx.sreg.{register}", I32, [])
+    return b.zext(b.call(fn, []), I64)
+
+
+class strided:
+    """`for (i = start; i < n; i += step)`, rotated as emit_loops.for_range is; the builder
+    ends positioned after the loop."""
+
+    def __init__(self, b: ir.IRBuilder, start, step, n: int):
+        self.b, self.start, self.step, self.n = b, start, step, I64(n)
+
+    def __enter__(self):
+        b = self.b
+        fn = b.block.function
+        self.body, self.done = fn.append_basic_block("i.body"), fn.append_basic_block("i.done")
+        b.cbranch(b.icmp_unsigned("<", self.start, self.n), self.body, self.done)
+        pre = b.block
+        b.position_at_end(self.body)
+        self.iv = b.phi(I64, name="i")
+        self.iv.add_incoming(self.start, pre)
+        return self.iv
+
+    def __exit__(self, *exc):
+        if exc[0] is not None:
+            return False
+        b = self.b
+        nxt = b.add(self.iv, self.step, name="i.next", flags=("nuw",))
+        self.iv.add_incoming(nxt, b.block)
+        b.cbranch(b.icmp_unsigned("<", nxt, self.n), self.body, self.done)
+        b.position_at_end(self.done)
+        return False
+
+
+def grid_stride_range(b: ir.IRBuilder, n: int) -> strided:
+    """One thread per position of [0, n): from `ctaid.x * ntid.x + tid.x` in steps of
+    `ntid.x * nctaid.x`, so any launch covers the range."""
+    threads = special(b, "ntid.x")
+    start = b.add(b.mul(special(b, "ctaid.x"), threads), special(b, "tid.x"))
+    return strided(b, start, b.mul(threads, special(b, "nctaid.x")), n)
