@@ -17,6 +17,7 @@ from hlo_opt.dtypes import accumulation_type, dtype, from_numpy
 from hlo_opt.interpreter import SUPPORTED_OPCODES, evaluate
 from hlo_opt.ir import Computation, Instruction, Module
 from hlo_opt.shape import array
+from lowering_helpers import ARGMAX_REDUCER
 
 NAN, INF = float("nan"), float("inf")
 BF16 = ml_dtypes.bfloat16
@@ -403,25 +404,11 @@ def test_reduce_over_several_dimensions_and_empty():
 
 
 def test_variadic_reduce_argmax_and_generic_reducer():
-    argmax = """am {
-      a = f32[] parameter(0)
-      i = s32[] parameter(1)
-      b = f32[] parameter(2)
-      j = s32[] parameter(3)
-      gt = pred[] compare(a, b), direction=GT
-      eq = pred[] compare(a, b), direction=EQ
-      lt = pred[] compare(i, j), direction=LT
-      tie = pred[] and(eq, lt)
-      keep = pred[] or(gt, tie)
-      v = f32[] select(keep, a, b)
-      k = s32[] select(keep, i, j)
-      ROOT r = (f32[], s32[]) tuple(v, k)
-    }"""
     x = np.array([[1, 5, 5, 2, 0], [9, -1, 9, 3, 9]], np.float32)
     vals, idxs = run("p = f32[2,5] parameter(0)\ni = s32[2,5] iota(), iota_dimension=1\n"
                      "ninf = f32[] constant(-inf)\nz = s32[] constant(0)\n"
                      "ROOT r = (f32[2], s32[2]) reduce(p, i, ninf, z), dimensions={1}, "
-                     "to_apply=am", x, computations=argmax)
+                     "to_apply=argmax", x, computations=ARGMAX_REDUCER)
     assert vals.tolist() == [5, 9] and idxs.tolist() == [1, 0]
 
 
