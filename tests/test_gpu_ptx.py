@@ -18,6 +18,7 @@ from hlo_opt.lowering import (elemental, emit_elementwise, emit_gpu, emit_gpu_re
                               emit_kernel, emit_reduce, nvptx)
 from hlo_opt.lowering.ltypes import ELEM_TYPES
 from lowering_helpers import ARGMAX_REDUCER, converts_module, elementwise_module
+from test_fusion import SOFTMAX
 from hlo_opt.tools.hlo_opt_cli import main
 
 PTXAS = shutil.which("ptxas")
@@ -298,39 +299,13 @@ def test_row_outputs_reading_the_result_along_the_row_are_computed_by_its_block(
     assemble(ptx, tmp_path)
 
 
-SOFTMAX = """HloModule m
-add {
-  a = f32[] parameter(0)
-  b = f32[] parameter(1)
-  ROOT c = f32[] add(a, b)
-}
-max {
-  a = f32[] parameter(0)
-  b = f32[] parameter(1)
-  ROOT c = f32[] maximum(a, b)
-}
-ENTRY e {
-  x = f32[6,1000] parameter(0)
-  lo = f32[] constant(-inf)
-  m = f32[6] reduce(x, lo), dimensions={1}, to_apply=max
-  mb = f32[6,1000] broadcast(m), dimensions={0}
-  d = f32[6,1000] subtract(x, mb)
-  ex = f32[6,1000] exponential(d)
-  z = f32[] constant(0)
-  s = f32[6] reduce(ex, z), dimensions={1}, to_apply=add
-  sb = f32[6,1000] broadcast(s), dimensions={0}
-  ROOT r = f32[6,1000] divide(ex, sb)
-}
-"""
-
-
 @needs_ptxas
 def test_softmax_is_one_block_per_row_reducing_twice(tmp_path):
     """A second row reduce reading the first's result along the row (the sum of
     exp(x - max)), then the normalized row: one block per row, each reduce's result shared
     with the block before the next step (two barriers per reduce)."""
-    kernel = emit_gpu.emit_gpu_kernel(hlo_opt.parse(SOFTMAX).entry, "k")
-    assert (kernel.threads, kernel.blocks, kernel.elements) == (256, 6, 6000)
+    kernel = emit_gpu.emit_gpu_kernel(hlo_opt.parse(SOFTMAX).entry, "k")     # f32[64,256]
+    assert (kernel.threads, kernel.blocks, kernel.elements) == (256, 64, 64 * 256)
     ptx = nvptx.ptx([kernel.ir], [kernel.name])
     assert ptx.count("shfl.sync.bfly.b32") >= 2 * (5 + 3) and ptx.count("bar.sync") == 4
     assemble(ptx, tmp_path)
