@@ -67,6 +67,14 @@ class LruCache:
         while len(self._entries) > self.size:
             self._entries.popitem(last=False)
 
+    def get_or_add(self, key, make):
+        """The entry for `key`; when absent, `make()`'s result, kept."""
+        value = self.get(key)
+        if value is None:
+            value = make()
+            self.put(key, value)
+        return value
+
     def clear(self) -> None:
         self._entries.clear()
 
@@ -90,11 +98,7 @@ def kernel_for(comp: Computation) -> KernelCode:
     compiled in batches by `compile_kernels`)."""
     key = fingerprint(comp)
     with _lock:
-        code = _kernels.get(key)
-        if code is None:
-            code = emit_kernel(comp, f"k_{key[:20]}", key)
-            _kernels.put(key, code)
-        return code
+        return _kernels.get_or_add(key, lambda: emit_kernel(comp, f"k_{key[:20]}", key))
 
 
 def clear_caches() -> None:
@@ -119,30 +123,29 @@ def _exported(k: KernelCode) -> list[str]:
 
 
 def compile_module(module, target: str = "cpu", flush_denormals: bool = False) -> "Executable":
-    if target == "gpu":
-        raise UnsupportedError("running on a GPU is not implemented yet (no host runtime); "
-                               "hlo-opt --target=gpu --emit=ptx prints the kernels' PTX")
-    if target != "cpu":
-        raise HloError(f"no code generator for target {target!r} (only 'cpu')")
     if isinstance(module, str):
         from .. import parse
         module = parse(module)
-    key = (fingerprint(module.entry), flush_denormals)
+    if target == "gpu":
+        if flush_denormals:
+            raise UnsupportedError("flush_denormals is an option of the cpu target")
+        from .gpu_runtime import compile_gpu
+        return compile_gpu(module)
+    if target != "cpu":
+        raise HloError(f"no code generator for target {target!r} (only 'cpu' and 'gpu')")
     with _lock:
-        exe = _executables.get(key)
-        if exe is None:
-            exe = Executable(module, flush_denormals)
-            _executables.put(key, exe)
-        return exe
+        return _executables.get_or_add((fingerprint(module.entry), flush_denormals),
+                                       lambda: Executable(module, flush_denormals))
 
 
-def build(module: Module):
-    """(program, builder, output shapes) of a module: everything but the driver. A module
-    without fusions gets its kernels from the fusion stage first (the default declarations,
-    the cpu cost model), as optimize would form them; one with fusions keeps its own."""
+def build(module: Module, builder: ProgramBuilder | None = None, target: str = "cpu"):
+    """(program, builder, output shapes, parameter buffers) of a module: everything but the
+    driver. A module without fusions gets its kernels from the fusion stage first (the
+    default declarations, `target`'s cost model), as optimize would form them; one with
+    fusions keeps its own. `builder` makes another target's kernels (gpu_runtime.py)."""
     if not has_fusions(module):
-        module = fuse(module, "cpu")
-    builder = ProgramBuilder(kernel_for)
+        module = fuse(module, target)
+    builder = builder or ProgramBuilder(kernel_for)
     params, k = [], 0
     for p in module.entry.parameters:
         value, k = _param_value(p.shape, k)
