@@ -22,7 +22,7 @@ import numpy as np
 from ..errors import HloError, UnsupportedError
 from ..targets import gpu
 
-INSTALL_HINT = "pip install 'hlo-opt[gpu]'"
+INSTALL_HINT = "pip install 'hlo-opt[gpu]' ('hlo-opt[gpu-cu12]' with a CUDA 12 driver)"
 
 
 def _bindings():

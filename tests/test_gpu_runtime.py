@@ -303,3 +303,24 @@ def test_optimized_module_on_the_gpu_matches_the_interpreter(path):
     """What hlo_opt.optimize makes for the gpu target (rewrites, gpu fusion) runs right."""
     module = hlo_opt.parse(path.read_text(), str(path))
     check_on_gpu(hlo_opt.optimize(module, target="gpu", time_limit=20), module, path.name)
+
+
+@pytest.mark.parametrize("package", ["cu13", "cuda_nvcc"])
+def test_libdevice_of_nvidias_pip_packages_is_found(monkeypatch, tmp_path, package):
+    """hlo-opt[gpu] installs libdevice with nvidia-nvvm (CUDA 13: nvidia/cu13/) or
+    nvidia-cuda-nvcc-cu12 (nvidia/cuda_nvcc/): found with no CUDA installation."""
+    from hlo_opt.lowering import nvptx
+    bitcode = tmp_path / "nvidia" / package / "nvvm" / "libdevice" / "libdevice.10.bc"
+    bitcode.parent.mkdir(parents=True)
+    bitcode.write_bytes(b"BC")
+    real_glob = nvptx.glob.glob
+    monkeypatch.setenv("CUDA_HOME", "")
+    monkeypatch.setattr(nvptx.shutil, "which", lambda name: None)
+    monkeypatch.setattr(nvptx.glob, "glob", lambda p: [] if p.startswith("/usr/local/cuda")
+                        else real_glob(p))
+    monkeypatch.setattr(nvptx, "_pip_nvidia_dirs", lambda: [str(tmp_path / "nvidia")])
+    nvptx.libdevice_path.cache_clear()
+    try:
+        assert nvptx.libdevice_path() == str(bitcode)
+    finally:
+        nvptx.libdevice_path.cache_clear()
