@@ -116,8 +116,10 @@ class DeviceArray:
 def device_pointer(a, dims, dtype, position: int) -> int:
     """The data pointer of a GPU array argument, after checking its shape, type and layout."""
     face = a.__cuda_array_interface__
-    shape, dt = tuple(face["shape"]), np.dtype(face["typestr"])
-    if shape != tuple(dims) or dt.str != np.dtype(dtype).str:
+    shape = tuple(face["shape"])
+    dt = a.dtype if isinstance(getattr(a, "dtype", None), np.dtype) else \
+        np.dtype(face["typestr"])               # typestr cannot name bfloat16 or float8
+    if shape != tuple(dims) or dt != np.dtype(dtype):
         raise HloError(f"argument {position}: GPU array of {dt}{list(shape)} given, "
                        f"{np.dtype(dtype)}{list(dims)} expected")
     strides = face.get("strides")
@@ -180,7 +182,7 @@ class GpuExecutable:
 
     def put(self, array) -> DeviceArray:
         """A copy of a numpy array in GPU memory (an argument placed beforehand)."""
-        a = np.ascontiguousarray(array)
+        a = np.array(array, order="C", copy=None)   # ascontiguousarray would make 0-d 1-d
         d = DeviceArray(self.device, a.shape, a.dtype)
         self.device.copy_h2d(d.ptr, a)
         self.device.sync()

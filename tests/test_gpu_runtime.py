@@ -324,3 +324,32 @@ def test_libdevice_of_nvidias_pip_packages_is_found(monkeypatch, tmp_path, packa
         assert nvptx.libdevice_path() == str(bitcode)
     finally:
         nvptx.libdevice_path.cache_clear()
+
+
+def test_bench_gpu_without_a_gpu_says_why_in_one_line(monkeypatch, capsys):
+    from hlo_opt.tools import bench_gpu
+    monkeypatch.setattr(cuda_device, "_bindings", _no_module)
+    assert bench_gpu.main(["--no-large"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("bench_gpu: ") and "hlo-opt[gpu]" in err[0]
+
+
+def test_bench_gpu_counts_dot_flops_and_sums_ratios_over_long_modules():
+    from hlo_opt.tools import bench_gpu
+    module = hlo_opt.parse("""HloModule d
+ENTRY e {
+  a = f32[3,8,16] parameter(0)
+  b = f32[3,16,4] parameter(1)
+  ROOT d = f32[3,8,4] dot(a, b), lhs_batch_dims={0}, rhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_contracting_dims={1}
+}""")
+    assert bench_gpu.dot_flops(module.entry) == 2 * 3 * 8 * 4 * 16
+    rows = [{"name": "fast", "ours": 2e-3, "xla": 1e-3, "top_kernels": [
+                {"kernel": "k", "seconds": 1e-3, "launches": 1, "bytes": 32 << 20,
+                 "gbps": 33.5, "of_copy": 0.8, "tflops": None}]},
+            {"name": "slow", "ours": 4e-3, "xla": 2e-3},
+            {"name": "tiny", "ours": 1e-5, "xla": 2e-5},
+            {"name": "dot", "refused": "GPU code for dot (d) is not emitted yet", "xla": 1e-3}]
+    text = bench_gpu.report(rows, "fake GPU", 3e12)
+    assert "geomean ours/xla: 2.00 over 2 modules of >= 1 ms" in text
+    assert "1 refused" in text and "refused: GPU code for dot" in text
+    assert "1 of 1 reach 70%" in text
