@@ -3,6 +3,8 @@ every call is logged in order, and a kernel launch runs `on_launch(name, pointer
 test's model of what that kernel computes), so host programs can be checked without a GPU."""
 from __future__ import annotations
 
+import ctypes
+
 import numpy as np
 
 BASE = 0x10000
@@ -86,3 +88,99 @@ class FakeDevice:
     def read(self, ptr: int, dtype, count: int) -> np.ndarray:
         nbytes = np.dtype(dtype).itemsize * count
         return np.frombuffer(bytes(self.memory[self._span(ptr, nbytes)]), dtype).copy()
+
+
+class FakeDriver:
+    """A stand-in for `cuda.bindings.driver` with the signatures cuda-bindings documents
+    (parameter names included): records each call, returns (CUDA_SUCCESS, value). A
+    launch's parameters are read while the call is on (as the driver copies them)."""
+
+    class CUdevice_attribute:                       # noqa: N801 - the binding's name
+        CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75
+        CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76
+
+    NAMES = {0: b"CUDA_SUCCESS", 2: b"CUDA_ERROR_OUT_OF_MEMORY", 100: b"CUDA_ERROR_NO_DEVICE"}
+
+    def __init__(self, fail: dict | None = None):
+        self.calls: list[tuple] = []
+        self.fail = fail or {}                      # call name -> CUresult it returns
+        self.next_ptr = 0x7000_0000
+        self.arity: dict = {}                       # function -> parameters a launch reads
+
+    def _record(self, name, *args, result=()):
+        self.calls.append((name, *args))
+        return (self.fail.get(name, 0), *result)
+
+    def cuInit(self, Flags):
+        return self._record("cuInit", Flags)
+
+    def cuDeviceGetCount(self):
+        return self._record("cuDeviceGetCount", result=(1,))
+
+    def cuDeviceGet(self, ordinal):
+        return self._record("cuDeviceGet", ordinal, result=("dev0",))
+
+    def cuDevicePrimaryCtxRetain(self, dev):
+        return self._record("cuDevicePrimaryCtxRetain", dev, result=("ctx",))
+
+    def cuCtxSetCurrent(self, ctx):
+        return self._record("cuCtxSetCurrent", ctx)
+
+    def cuStreamCreate(self, Flags):
+        return self._record("cuStreamCreate", Flags, result=("stream",))
+
+    def cuDeviceGetAttribute(self, attrib, dev):
+        value = {75: 9, 76: 0}[attrib]
+        return self._record("cuDeviceGetAttribute", attrib, dev, result=(value,))
+
+    def cuDeviceGetName(self, length, dev):
+        return self._record("cuDeviceGetName", length, dev,
+                            result=(b"Fake H100".ljust(length, b"\0"),))
+
+    def cuMemAlloc(self, bytesize):
+        self.next_ptr += 1 << 20
+        return self._record("cuMemAlloc", bytesize, result=(self.next_ptr,))
+
+    def cuMemFree(self, dptr):
+        return self._record("cuMemFree", dptr)
+
+    def cuMemcpyHtoDAsync(self, dstDevice, srcHost, ByteCount, hStream):
+        return self._record("cuMemcpyHtoDAsync", dstDevice, srcHost, ByteCount, hStream)
+
+    def cuMemcpyDtoHAsync(self, dstHost, srcDevice, ByteCount, hStream):
+        return self._record("cuMemcpyDtoHAsync", dstHost, srcDevice, ByteCount, hStream)
+
+    def cuMemcpyDtoDAsync(self, dstDevice, srcDevice, ByteCount, hStream):
+        return self._record("cuMemcpyDtoDAsync", dstDevice, srcDevice, ByteCount, hStream)
+
+    def cuMemsetD8Async(self, dstDevice, uc, N, hStream):
+        return self._record("cuMemsetD8Async", dstDevice, uc, N, hStream)
+
+    def cuModuleLoadData(self, image):
+        return self._record("cuModuleLoadData", image, result=("module",))
+
+    def cuModuleGetFunction(self, hmod, name):
+        return self._record("cuModuleGetFunction", hmod, name, result=(("fn", name),))
+
+    def cuLaunchKernel(self, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY,
+                       blockDimZ, sharedMemBytes, hStream, kernelParams, extra):
+        n = self.arity.get(f, 0)
+        slots = (ctypes.c_void_p * n).from_address(kernelParams) if n else []
+        values = [ctypes.c_void_p.from_address(s).value for s in slots]
+        return self._record("cuLaunchKernel", f, gridDimX, gridDimY, gridDimZ, blockDimX,
+                            blockDimY, blockDimZ, sharedMemBytes, hStream, values, extra)
+
+    def cuStreamSynchronize(self, hStream):
+        return self._record("cuStreamSynchronize", hStream)
+
+    def cuEventCreate(self, Flags):
+        return self._record("cuEventCreate", Flags, result=(object(),))
+
+    def cuEventRecord(self, hEvent, hStream):
+        return self._record("cuEventRecord", hEvent, hStream)
+
+    def cuEventElapsedTime(self, hStart, hEnd):
+        return self._record("cuEventElapsedTime", hStart, hEnd, result=(2.5,))
+
+    def cuGetErrorName(self, error):
+        return (0, self.NAMES[int(error)])

@@ -18,7 +18,7 @@ import pytest
 
 import hlo_opt
 from conftest import corpus_files, corpus_ids
-from gpu_fake import FakeDevice
+from gpu_fake import FakeDevice, FakeDriver
 from hlo_opt.errors import HloError, UnsupportedError
 from hlo_opt.fusion.stage import fuse, has_fusions
 from hlo_opt.lowering import cuda_device, emit_gpu, gpu_runtime
@@ -355,3 +355,49 @@ ENTRY e {
     assert "geomean ours/xla: 2.00 over 2 modules of >= 1 ms" in text
     assert "1 refused" in text and "refused: GPU code for dot" in text
     assert "1 of 1 reach 70%" in text
+
+
+def test_cuda_device_calls_the_driver_as_cuda_bindings_documents(monkeypatch):
+    """Context, stream and architecture at open; a launch passes an array of pointers to
+    the argument values (what cuLaunchKernel's kernelParams is) on the device's stream;
+    copies, memsets and reads go on that stream too."""
+    driver = FakeDriver()
+    monkeypatch.setattr(cuda_device, "_bindings", lambda: driver)
+    device = cuda_device.open_device()
+    assert [c[0] for c in driver.calls[:6]] == [
+        "cuInit", "cuDeviceGetCount", "cuDeviceGet", "cuDevicePrimaryCtxRetain",
+        "cuCtxSetCurrent", "cuStreamCreate"]
+    assert device.arch == "sm_90" and device.name == "Fake H100"
+    fn = device.function(device.load(".version 8.0"), "k")
+    assert driver.calls[-2] == ("cuModuleLoadData", b".version 8.0\0")
+    driver.arity[fn] = 3
+    device.launch(fn, 5, 256, 48, [0x1000, 0x2000, 0x3000])
+    assert driver.calls[-1] == ("cuLaunchKernel", fn, 5, 1, 1, 256, 1, 1, 48, "stream",
+                                [0x1000, 0x2000, 0x3000], 0)
+    host = np.zeros(4, np.float32)
+    device.copy_d2h(host, 0x1000)
+    device.zero(0x2000, 64)
+    assert driver.calls[-2:] == [("cuMemcpyDtoHAsync", host.ctypes.data, 0x1000, 16, "stream"),
+                                 ("cuMemsetD8Async", 0x2000, 0, 64, "stream")]
+
+
+def test_a_failing_driver_call_is_one_line_naming_it(monkeypatch):
+    driver = FakeDriver(fail={"cuMemAlloc": 2})
+    monkeypatch.setattr(cuda_device, "_bindings", lambda: driver)
+    with pytest.raises(cuda_device.CudaError, match="CUDA cuMemAlloc failed: "
+                                                    "CUDA_ERROR_OUT_OF_MEMORY"):
+        cuda_device.open_device().alloc(1 << 40)
+
+
+def test_fake_driver_signatures_are_cuda_bindings_own():
+    """Where cuda-bindings is installed, every call the fake stands in for has the same
+    parameters in the real package (read from the first line of its docstring)."""
+    import inspect
+    import re
+    real = pytest.importorskip("cuda.bindings.driver", reason="cuda-bindings not installed")
+    for name, fn in vars(FakeDriver).items():
+        if name.startswith("cu") and callable(fn):
+            head = getattr(real, name).__doc__.split("\n")[0]
+            params = [re.split(r"[\s*]+", p.split(":")[0].strip())[-1]
+                      for p in head[head.index("(") + 1:head.rindex(")")].split(",") if p.strip()]
+            assert list(inspect.signature(fn).parameters)[1:] == params, (name, head)
