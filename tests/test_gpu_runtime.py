@@ -401,3 +401,25 @@ def test_fake_driver_signatures_are_cuda_bindings_own():
             params = [re.split(r"[\s*]+", p.split(":")[0].strip())[-1]
                       for p in head[head.index("(") + 1:head.rindex(")")].split(",") if p.strip()]
             assert list(inspect.signature(fn).parameters)[1:] == params, (name, head)
+
+
+@pytest.mark.parametrize("capability, arch", [((9, 0), "sm_90"), ((8, 6), "sm_86"),
+                                              ((8, 9), "sm_89"), ((10, 3), "sm_103"),
+                                              ((12, 1), "sm_121"), ((9, 9), "sm_90")])
+def test_a_device_gets_the_newest_architecture_it_runs(capability, arch):
+    from hlo_opt.targets.gpu import arch_for
+    assert arch_for(*capability) == arch
+
+
+def test_hlo_run_gpu_runs_the_module_and_profiles_its_kernels(monkeypatch, tmp_path, capsys):
+    device = FakeDevice(on_launch=lambda name, ptrs: None)
+    monkeypatch.setattr(gpu_runtime, "open_device", lambda: device)
+    src = tmp_path / "chain.hlo"
+    src.write_text(CHAIN)
+    assert hlo_run.main([str(src), "--target=gpu", "--profile", "2",
+                         "--out", str(tmp_path / "o.npz")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("out0: float32[64]") and len(out) == 5
+    assert all("GB/s" in line and "x1" in line for line in out[1:])
+    assert np.load(tmp_path / "o.npz")["out0"].shape == (64,)
+    assert len(device.launches()) == 4 * (1 + 1 + 2)   # the run, profile's warm-up, 2 calls
