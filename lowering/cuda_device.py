@@ -42,7 +42,7 @@ class CudaDevice:
         self.cu = driver
         self.device = self._call("cuDeviceGet", 0)
         self.context = self._call("cuDevicePrimaryCtxRetain", self.device)
-        self._call("cuCtxSetCurrent", self.context)
+        self.use()
         self.stream = self._call("cuStreamCreate", 0)
         attr = driver.CUdevice_attribute
         self.capability = (
@@ -63,6 +63,11 @@ class CudaDevice:
         """The newest architecture in targets/gpu.ARCHITECTURES this device runs (its own
         when listed; the driver compiles PTX of an older one for a newer device)."""
         return gpu.arch_for(*self.capability)
+
+    def use(self) -> None:
+        """Make this device's context the calling thread's (a context is current per
+        thread: a call from another thread than the one that opened the device needs it)."""
+        self._call("cuCtxSetCurrent", self.context)
 
     # ------------------------------------------------------------------ memory
     def alloc(self, nbytes: int) -> int:

@@ -183,6 +183,7 @@ class GpuExecutable:
     def put(self, array) -> DeviceArray:
         """A copy of a numpy array in GPU memory (an argument placed beforehand)."""
         a = np.array(array, order="C", copy=None)   # ascontiguousarray would make 0-d 1-d
+        self.device.use()
         d = DeviceArray(self.device, a.shape, a.dtype)
         self.device.copy_h2d(d.ptr, a)
         self.device.sync()
@@ -197,6 +198,7 @@ class GpuExecutable:
             raise HloError(f"{self.module.entry.name} takes {len(self.param_shapes)} array "
                            f"arguments, got {len(arrays)}")
         with self._lock:
+            self.device.use()
             keep, params = [], []
             for n, (a, s) in enumerate(zip(arrays, self.param_shapes)):
                 if hasattr(a, "__cuda_array_interface__"):

@@ -28,6 +28,9 @@ class FakeDevice:
         assert 0 <= start and start + nbytes <= len(self.memory), "outside device memory"
         return slice(start, start + nbytes)
 
+    def use(self) -> None:
+        pass
+
     def alloc(self, nbytes: int) -> int:
         ptr = BASE + len(self.memory)
         self.memory.extend(bytes(-(-max(1, nbytes) // ALIGN) * ALIGN))

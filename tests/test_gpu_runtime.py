@@ -423,3 +423,25 @@ def test_hlo_run_gpu_runs_the_module_and_profiles_its_kernels(monkeypatch, tmp_p
     assert all("GB/s" in line and "x1" in line for line in out[1:])
     assert np.load(tmp_path / "o.npz")["out0"].shape == (64,)
     assert len(device.launches()) == 4 * (1 + 1 + 2)   # the run, profile's warm-up, 2 calls
+
+
+def test_compile_for_gpu_runs_through_the_driver_from_any_thread(monkeypatch):
+    """hlo_opt.compile(target="gpu") end to end over the driver fake: the module's PTX
+    loaded once, a call from another thread makes the context current first, copies the
+    argument in, launches the four kernels on the stream, copies the output out, waits."""
+    import collections
+    import threading
+    driver = FakeDriver()
+    driver.arity = collections.defaultdict(lambda: 2)
+    monkeypatch.setattr(cuda_device, "_bindings", lambda: driver)
+    exe = hlo_opt.compile(CHAIN, target="gpu")
+    assert hlo_opt.compile(CHAIN, target="gpu") is exe       # cached by fingerprint
+    assert [c[0] for c in driver.calls].count("cuModuleLoadData") == 1
+    driver.calls.clear()
+    done = []
+    thread = threading.Thread(target=lambda: done.append(exe(np.ones(64, np.float32))))
+    thread.start()
+    thread.join()
+    names = [c[0] for c in driver.calls]
+    assert done and names == ["cuCtxSetCurrent", "cuMemcpyHtoDAsync"] + ["cuLaunchKernel"] * 4 \
+        + ["cuMemcpyDtoHAsync", "cuStreamSynchronize"]
