@@ -230,6 +230,8 @@ def test_gpu_arrays_are_read_in_place_and_outputs_can_stay_on_the_gpu():
     assert not [e for e in device.log if e[0] in ("h2d", "d2h")]
     face = y.__cuda_array_interface__
     assert face["shape"] == (64,) and face["typestr"] == "<f4" and face["data"][0] == y.ptr
+    device.write(y.ptr, np.full(64, 3, np.float32))
+    np.testing.assert_array_equal(y.get(), np.full(64, 3, np.float32))
     with pytest.raises(HloError, match=r"argument 0: GPU array of float32\[32\] given"):
         exe.run([exe.put(np.zeros(32, np.float32))])
 
