@@ -66,6 +66,9 @@ class FakeDevice:
 
     def launch(self, function, blocks: int, threads: int, shared_bytes: int,
                pointers: list[int]) -> None:
+        assert blocks > 0 and threads > 0
+        for p in pointers:
+            self._span(p, 1)                        # every argument is device memory
         self.log.append(("launch", function, blocks, threads, shared_bytes, list(pointers)))
         self.on_launch(function, list(pointers))
 

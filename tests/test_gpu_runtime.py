@@ -255,10 +255,7 @@ def test_identical_kernels_are_one_function_of_one_ptx_module():
     assert device.ptx.count(".entry") == 2
 
 
-# --------------------------------------------------------------------- on a GPU
-
 FILES = corpus_files()
-GPU = cuda_device.unavailable_reason()
 
 
 def refusal(module) -> str | None:
@@ -269,6 +266,31 @@ def refusal(module) -> str | None:
     except UnsupportedError as e:
         return str(e)
     return None
+
+
+@pytest.mark.parametrize("path", FILES, ids=corpus_ids(FILES))
+def test_corpus_module_has_a_gpu_program_exactly_when_every_kernel_has_gpu_code(path):
+    """On the fake device: the host program of each module whose kernels all have PTX is
+    built, loaded and run, each launch passing one device buffer per output leaf and input
+    (and scratch); the others are refused when compiled."""
+    module = hlo_opt.parse(path.read_text(), str(path))
+    if refusal(module) is not None:
+        with pytest.raises(UnsupportedError):
+            GpuExecutable(module, FakeDevice())
+        return
+    device = FakeDevice()
+    exe = GpuExecutable(module, device)
+    exe.run(random_inputs(module, seed=0))
+    arity = {c.name: c.kernel.n_outputs + c.kernel.n_inputs + len(c.temps)
+             for c in exe.kernels.values()}
+    launches = device.launches()
+    assert launches and device.ptx.count(".entry") == len(exe.kernels)
+    assert all(len(l[5]) == arity[l[1]] for l in launches)
+
+
+# --------------------------------------------------------------------- on a GPU
+
+GPU = cuda_device.unavailable_reason()
 
 
 def check_on_gpu(compiled, module, what: str) -> None:
