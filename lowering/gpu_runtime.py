@@ -38,8 +38,8 @@ from .emit_kernel import array_constants
 from .fingerprint import fingerprint
 from .ltypes import array_bytes
 from .program import Buffer, Conditional, Copy, KernelStep, Program, ProgramBuilder, While
-from .runtime import (EXECUTABLE_CACHE_SIZE, KERNEL_CACHE_SIZE, LruCache, _coerce, _count,
-                      _flatten_args, _kernels_of, build)
+from .runtime import (EXECUTABLE_CACHE_SIZE, KERNEL_CACHE_SIZE, LruCache, build, coerce,
+                      count_launches, flatten_args, kernels_of)
 
 _kernels = LruCache(KERNEL_CACHE_SIZE)
 _executables = LruCache(EXECUTABLE_CACHE_SIZE)
@@ -141,7 +141,7 @@ class GpuExecutable:
         self.param_shapes = [s for p in module.entry.parameters
                              for s in (p.shape.leaves() if p.shape.is_tuple else [p.shape])
                              if s.dtype.numpy is not None]
-        self.kernels: dict[str, GpuCode] = _kernels_of(self.program, {})
+        self.kernels: dict[str, GpuCode] = kernels_of(self.program)
         codes = list(self.kernels.values())
         self.ptx = nvptx.ptx([c.kernel.ir for c in codes], [c.name for c in codes],
                              self.arch) if codes else ""
@@ -161,7 +161,7 @@ class GpuExecutable:
                            for p in module.entry.parameters)
         self._lock = threading.Lock()
         self._timed: list | None = None          # (step, start event, end event) per launch
-        self.stats = {"kernels": len(self.kernels), "kernel_calls": _count(self.program),
+        self.stats = {"kernels": len(self.kernels), "kernel_calls": count_launches(self.program),
                       "peak_bytes": self.program.peak, "arch": self.arch,
                       "compile_seconds": time.perf_counter() - start}
 
@@ -193,7 +193,7 @@ class GpuExecutable:
         """Outputs for `args` (in parameter order; tuple parameters as tuples; numpy arrays or
         GPU arrays), as numpy arrays, or as DeviceArrays with `device`."""
         arrays = args if self._simple and len(args) == len(self.param_shapes) else \
-            _flatten_args(args, self.module.entry.parameters)
+            flatten_args(args, self.module.entry.parameters)
         if len(arrays) != len(self.param_shapes):
             raise HloError(f"{self.module.entry.name} takes {len(self.param_shapes)} array "
                            f"arguments, got {len(arrays)}")
@@ -204,7 +204,7 @@ class GpuExecutable:
                 if hasattr(a, "__cuda_array_interface__"):
                     params.append(device_pointer(a, s.dims, s.dtype.numpy, n))
                     continue
-                a = _coerce(a, s, n)
+                a = coerce(a, s, n)
                 keep.append(a)
                 self.device.copy_h2d(self._params[n], a)
                 params.append(self._params[n])

@@ -299,6 +299,20 @@ class ProgramBuilder:
         return out
 
 
+def kernel_steps(program: Program):
+    """Every KernelStep of `program` and of the programs its loops and branches hold, in
+    program order (a loop's condition before its body)."""
+    for step in program.steps:
+        if isinstance(step, KernelStep):
+            yield step
+        elif isinstance(step, While):
+            yield from kernel_steps(step.cond)
+            yield from kernel_steps(step.body)
+        elif isinstance(step, Conditional):
+            for p, _ in step.branches:
+                yield from kernel_steps(p)
+
+
 def is_view(inst: Instruction) -> bool:
     """reshape, copy (buffers are always row-major, whatever the layout says) and a bitcast
     that keeps the row-major byte order: the result is the operand's buffer."""

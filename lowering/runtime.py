@@ -36,7 +36,8 @@ from .driver import Driver
 from .emit_kernel import KernelCode, emit_kernel
 from .fingerprint import fingerprint
 from .ltypes import array_bytes
-from .program import Buffer, Conditional, Copy, KernelStep, Program, ProgramBuilder, While, leaves
+from .program import (Buffer, Conditional, Copy, KernelStep, Program, ProgramBuilder, While,
+                      kernel_steps, leaves)
 
 
 
@@ -187,17 +188,9 @@ def _bind_outputs(program: Program, results: list[Buffer]) -> None:
             program.steps.append(Copy(Buffer(buf.nbytes, "out", k), buf))
 
 
-def _kernels_of(program: Program, out: dict) -> dict:
-    for step in program.steps:
-        if isinstance(step, KernelStep):
-            out.setdefault(step.kernel.key, step.kernel)
-        elif isinstance(step, While):
-            _kernels_of(step.cond, out)
-            _kernels_of(step.body, out)
-        elif isinstance(step, Conditional):
-            for p, _ in step.branches:
-                _kernels_of(p, out)
-    return out
+def kernels_of(program: Program) -> dict:
+    """The distinct kernels `program` (and the programs it runs) calls, by key."""
+    return {step.kernel.key: step.kernel for step in kernel_steps(program)}
 
 
 def _max_args(program: Program) -> int:
@@ -253,7 +246,7 @@ class Executable:
         self.param_shapes = [s for p in module.entry.parameters
                              for s in (p.shape.leaves() if p.shape.is_tuple else [p.shape])
                              if s.dtype.numpy is not None]
-        self.kernels = _kernels_of(self.program, {})
+        self.kernels = kernels_of(self.program)
         compile_kernels(self.kernels.values())
         self.driver_name, self.driver_ir, _ = emit_driver(self.program, self.kernels,
                                                           flush_denormals=flush_denormals)
@@ -282,7 +275,7 @@ class Executable:
                            for p in module.entry.parameters)
         self.stats = {
             "kernels": len(self.kernels),
-            "kernel_calls": _count(self.program),
+            "kernel_calls": count_launches(self.program),
             "fallbacks": [f"{f.call.inst.name} ({f.call.inst.opcode}): {f.call.reason}"
                           for f in self._fallbacks],
             "peak_bytes": self.program.peak,
@@ -301,7 +294,7 @@ class Executable:
         if self._simple and len(args) == len(self.param_shapes):
             arrays = args                        # checked below, array by array
         else:
-            arrays = _flatten_args(args, self.module.entry.parameters)
+            arrays = flatten_args(args, self.module.entry.parameters)
             if len(arrays) != len(self.param_shapes):
                 raise HloError(f"{self.module.entry.name} takes {len(self.param_shapes)} "
                                f"array arguments, got {len(arrays)}")
@@ -309,7 +302,7 @@ class Executable:
         for n, (a, (dims, dt)) in enumerate(zip(arrays, self._param_specs)):
             if not (type(a) is np.ndarray and a.dtype == dt and a.shape == dims
                     and a.flags.c_contiguous):
-                a = _coerce(a, self.param_shapes[n], n)
+                a = coerce(a, self.param_shapes[n], n)
             keep.append(a)
         if out is None:
             outputs = [np.empty(dims, dt) for dims, dt in self._out_specs]
@@ -358,8 +351,8 @@ class Executable:
                                          flush_denormals=self.flush_denormals)
         address = jit.compile_ir(text, [name], level=1)[name]
         driver = ctypes.CFUNCTYPE(ctypes.c_int32, *([ctypes.c_void_p] * 7))(address)
-        flat = _flatten_args(args, self.module.entry.parameters)
-        arrays = [_coerce(a, s, n) for n, (a, s) in enumerate(zip(flat, self.param_shapes))]
+        flat = flatten_args(args, self.module.entry.parameters)
+        arrays = [coerce(a, s, n) for n, (a, s) in enumerate(zip(flat, self.param_shapes))]
         outputs = [np.empty(s.dims, s.dtype.numpy) for s in self.out_shapes]
         params, outs = _pointer_array(len(arrays)), _pointer_array(len(outputs))
         for table, values in ((params, arrays), (outs, outputs)):
@@ -400,19 +393,13 @@ def _aligned(nbytes: int):
     return raw, (address + 63) // 64 * 64
 
 
-def _count(program: Program) -> int:
-    n = 0
-    for step in program.steps:
-        if isinstance(step, KernelStep):
-            n += 1
-        elif isinstance(step, While):
-            n += _count(step.cond) + _count(step.body)
-        elif isinstance(step, Conditional):
-            n += sum(_count(p) for p, _ in step.branches)
-    return n
+def count_launches(program: Program) -> int:
+    """Kernel steps of `program` and of the programs its loops and branches hold."""
+    return sum(1 for _ in kernel_steps(program))
 
 
-def _flatten_args(args, params) -> list:
+def flatten_args(args, params) -> list:
+    """The array arguments in order, tuple arguments flattened like their parameters."""
     flat = []
     for a, p in zip(args, params):
         if p.shape.is_tuple:
@@ -434,6 +421,6 @@ def _flatten_tuple(a, shape) -> list:
     return out
 
 
-def _coerce(a, shape, position: int) -> np.ndarray:
+def coerce(a, shape, position: int) -> np.ndarray:
     """The argument as the interpreter takes it (same checks, same messages), contiguous."""
     return np.ascontiguousarray(coerce_argument(a, shape, position))

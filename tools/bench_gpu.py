@@ -86,20 +86,6 @@ def large_variants() -> dict[str, str]:
     return out
 
 
-def kernel_steps(program):
-    """Every KernelStep of a program and of the programs its loops and branches run."""
-    from ..lowering.program import Conditional, KernelStep, While
-    for step in program.steps:
-        if isinstance(step, KernelStep):
-            yield step
-        elif isinstance(step, While):
-            yield from kernel_steps(step.cond)
-            yield from kernel_steps(step.body)
-        elif isinstance(step, Conditional):
-            for p, _ in step.branches:
-                yield from kernel_steps(p)
-
-
 def dot_flops(comp) -> int:
     """2*M*N*K summed over the dots a kernel computes (0 for a kernel without one)."""
     from ..dot_dims import dot_dims
@@ -153,6 +139,7 @@ def bench_module(name: str, text: str, rounds: int, calls: int, copy_bandwidth: 
 
 
 def _kernel_rows(exe, args, copy_bandwidth: float) -> list[dict]:
+    from ..lowering.program import kernel_steps
     comps = {s.label: s.kernel.kernel.comp for s in kernel_steps(exe.program)}
     rows = []
     for label, seconds, launches, moved in exe.profile(args, calls=10):
