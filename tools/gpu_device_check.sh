@@ -14,7 +14,9 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 python3 -m pip install -q --no-index --no-deps --no-build-isolation --target /tmp/site . \
     || exit 1
 export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
+export PATH=$PATH:/usr/local/cuda/bin          # ptxas, for tests/test_gpu_ptx.py
 nvidia-smi -L
+command -v ptxas || echo "no ptxas on PATH: test_gpu_ptx.py skips its assembling tests"
 python3 -c "import llvmlite.binding as b, cuda.bindings as c; print('llvm', b.llvm_version_info, 'cuda-bindings', c.__version__)"
 case $what in
     tests) python3 -m pytest tests/test_gpu_runtime.py tests/test_gpu_ptx.py -q -p no:cacheprovider \
