@@ -22,6 +22,7 @@ import numpy as np
 from ..errors import HloError, UnsupportedError
 from ..targets import gpu
 
+PARAMS_CACHE_SIZE = 4096            # launch parameter arrays kept for reuse
 INSTALL_HINT = "pip install 'hlo-opt[gpu]' ('hlo-opt[gpu-cu12]' with a CUDA 12 driver)"
 
 
@@ -44,6 +45,7 @@ class CudaDevice:
         self.context = self._call("cuDevicePrimaryCtxRetain", self.device)
         self.use()
         self.stream = self._call("cuStreamCreate", 0)
+        self._params: dict[tuple, tuple] = {}       # pointers -> kernel_params(pointers)
         attr = driver.CUdevice_attribute
         self.capability = (
             self._call("cuDeviceGetAttribute",
@@ -105,12 +107,14 @@ class CudaDevice:
     def launch(self, function, blocks: int, threads: int, shared_bytes: int,
                pointers: list[int]) -> None:
         """Queue one launch of `function` whose parameters are all device pointers."""
-        values = (ctypes.c_void_p * max(1, len(pointers)))(*pointers)
-        size = ctypes.sizeof(ctypes.c_void_p)
-        argv = (ctypes.c_void_p * max(1, len(pointers)))(
-            *[ctypes.addressof(values) + k * size for k in range(len(pointers))])
+        key = tuple(pointers)
+        params = self._params.get(key)
+        if params is None:                  # the same buffers are passed call after call
+            if len(self._params) >= PARAMS_CACHE_SIZE:
+                self._params.clear()
+            params = self._params[key] = kernel_params(key)
         self._call("cuLaunchKernel", function, blocks, 1, 1, threads, 1, 1, shared_bytes,
-                   self.stream, ctypes.addressof(argv), 0)
+                   self.stream, ctypes.addressof(params[1]), 0)
 
     def sync(self) -> None:
         self._call("cuStreamSynchronize", self.stream)
@@ -125,6 +129,16 @@ class CudaDevice:
     def elapsed(self, start, end) -> float:
         """Seconds between two recorded events (after they completed)."""
         return self._call("cuEventElapsedTime", start, end) / 1e3
+
+
+def kernel_params(pointers: tuple[int, ...]) -> tuple:
+    """(values, argv) for cuLaunchKernel's kernelParams: argv[k] points at values[k], which
+    holds the k-th pointer argument (the caller keeps both alive)."""
+    values = (ctypes.c_void_p * max(1, len(pointers)))(*pointers)
+    size = ctypes.sizeof(ctypes.c_void_p)
+    argv = (ctypes.c_void_p * max(1, len(pointers)))(
+        *[ctypes.addressof(values) + k * size for k in range(len(pointers))])
+    return values, argv
 
 
 def check(cu, fn: str, status) -> None:

@@ -398,6 +398,9 @@ def test_cuda_device_calls_the_driver_as_cuda_bindings_documents(monkeypatch):
     device.launch(fn, 5, 256, 48, [0x1000, 0x2000, 0x3000])
     assert driver.calls[-1] == ("cuLaunchKernel", fn, 5, 1, 1, 256, 1, 1, 48, "stream",
                                 [0x1000, 0x2000, 0x3000], 0)
+    for pointers in ([0x4000, 0x2000, 0x3000], [0x1000, 0x2000, 0x3000]):    # reused arrays
+        device.launch(fn, 5, 256, 48, pointers)
+        assert driver.calls[-1][10] == pointers
     host = np.zeros(4, np.float32)
     device.copy_d2h(host, 0x1000)
     device.zero(0x2000, 64)
