@@ -145,8 +145,9 @@ class Compiled:
         return [np.array(o) for o in outputs]
 
 
-def compile(text: str) -> Compiled:    # noqa: A001 - the oracle's verb, module-scoped
-    """Parse, convert and compile for the CPU; XlaError on any rejection."""
+def compile(text: str, platform: str = "cpu") -> Compiled:    # noqa: A001 - the oracle's verb
+    """Parse, convert and compile for the CPU (or another platform jax has a device of:
+    "gpu" is XLA:GPU, what tools/bench_gpu.py compares with); XlaError on any rejection."""
     x = _jax()
     start = time.perf_counter()
     module = parse(text)
@@ -157,7 +158,8 @@ def compile(text: str) -> Compiled:    # noqa: A001 - the oracle's verb, module-
     options.env_option_overrides = list(_OPTIONS)
     try:
         stablehlo = x.jaxlib.mlir.hlo_to_stablehlo(module.as_serialized_hlo_module_proto())
-        executable = x.client.compile_and_load(stablehlo, [x.device], options)
+        device = x.device if platform == "cpu" else x.jax.devices(platform)[0]
+        executable = device.client.compile_and_load(stablehlo, [device], options)
     except Exception as e:
         raise XlaError(str(e)) from None
     return Compiled(executable, specs, time.perf_counter() - start)

@@ -16,7 +16,9 @@ driver), jit / compile_worker (LLVM, the cache, parallel compilation), libcalls 
 (what compiled code may call: our soft-float helpers, the runtime's symbols, the check
 before loading), runtime (Executable),
 fallback (what the interpreter runs instead); emit_gpu / emit_gpu_reduce / gpu_loops /
-nvptx (PTX for GPU loop and reduce kernels, sharing the elemental generator and reducers). docs/lowering.md tells the whole story.
+nvptx (PTX for GPU loop and reduce kernels, sharing the elemental generator and reducers),
+gpu_runtime / cuda_device (the same host program run on a GPU through the CUDA driver).
+docs/lowering.md tells the whole story, docs/gpu.md the GPU's.
 """
 from __future__ import annotations
 
@@ -33,8 +35,10 @@ __all__ = ["compile", "emit_llvm", "emit_asm", "Executable", "FallbackWarning"]
 
 def compile(module, target: str = "cpu", flush_denormals: bool = False,  # noqa: A001
             verify: bool = True) -> Executable:
-    """Compile a Module (or HLO text) for the host CPU; returns a callable on numpy arrays.
-    `flush_denormals` runs it in XLA:CPU's floating-point mode instead of IEEE's. The module
+    """Compile a Module (or HLO text) for the host CPU, or with target="gpu" for this
+    machine's GPU (gpu_runtime.py; an UnsupportedError says why when there is none);
+    returns a callable on numpy arrays. `flush_denormals` (cpu only) runs it in XLA:CPU's
+    floating-point mode instead of IEEE's. The module
     is verified first (ill-typed code would crash natively) unless `verify` is False, for
     callers that already did; an array larger than this machine's memory is an HloError."""
     if isinstance(module, str):

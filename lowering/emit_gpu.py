@@ -56,7 +56,13 @@ PER_THREAD = frozenset({"reduce", "reduce-window"})
 class GpuKernel:
     """An emitted kernel: its LLVM IR (NVPTX triple), what the host passes it, and how to
     launch it (`blocks` blocks of `threads` threads; any grid is correct, this one gives
-    each thread one element, or each block one row of a row reduction)."""
+    each thread one element, or each block one row of a row reduction).
+
+    What the host program (gpu_runtime.py) does around each launch: `shared_bytes` of
+    dynamic shared memory per block; when `scratch_bytes` > 0, one more pointer argument
+    after the inputs, a device buffer of that many bytes zeroed before every launch; each
+    (output k, input j) of `initial_copies` copies input j into output k before the launch
+    (a kernel that updates part of its output in place)."""
     name: str
     ir: str
     n_outputs: int                     # output buffers (a tuple-shaped output has several)
@@ -65,6 +71,9 @@ class GpuKernel:
     comp: Computation
     threads: int = LOOP_THREADS
     blocks: int = 1
+    shared_bytes: int = 0
+    scratch_bytes: int = 0
+    initial_copies: tuple[tuple[int, int], ...] = ()
 
 
 def unsupported(inst: Instruction, why: str) -> UnsupportedError:

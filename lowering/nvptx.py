@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import glob
+import importlib.util
 import os
 import shutil
 
@@ -49,13 +50,16 @@ def new_module(name: str, arch: str = DEFAULT_ARCH) -> ir.Module:
 @functools.lru_cache(maxsize=None)
 def libdevice_path() -> str | None:
     """libdevice.10.bc: $CUDA_HOME's, the one of the CUDA installation whose ptxas is on
-    PATH, or any under /usr/local/cuda*; None if there is none."""
+    PATH, any under /usr/local/cuda*, or a pip package's (hlo-opt[gpu]: nvidia-nvvm puts it
+    under nvidia/cu13/, nvidia-cuda-nvcc-cu12 under nvidia/cuda_nvcc/); None if none."""
     roots = [os.environ.get("CUDA_HOME", "")]
     ptxas = shutil.which("ptxas")
     if ptxas:
         real = os.path.realpath(ptxas)
         roots += [os.path.dirname(os.path.dirname(real))]
     roots += sorted(glob.glob("/usr/local/cuda*"), reverse=True)
+    roots += sorted((root for base in _pip_nvidia_dirs()
+                     for root in glob.glob(os.path.join(base, "*"))), reverse=True)
     for root in roots:
         path = os.path.join(root, "nvvm", "libdevice", "libdevice.10.bc")
         if root and os.path.isfile(path):
@@ -63,12 +67,21 @@ def libdevice_path() -> str | None:
     return None
 
 
+def _pip_nvidia_dirs() -> list[str]:
+    """The folders of the `nvidia` namespace package NVIDIA's CUDA wheels install into."""
+    try:
+        spec = importlib.util.find_spec("nvidia")
+    except (ImportError, ValueError):
+        return []
+    return list(spec.submodule_search_locations or []) if spec else []
+
+
 @functools.lru_cache(maxsize=1)
 def _libdevice_bitcode() -> bytes:
     path = libdevice_path()
     if path is None:
         raise UnsupportedError("GPU math functions need libdevice.10.bc (CUDA's nvvm/libdevice; "
-                               "set CUDA_HOME), which was not found")
+                               "set CUDA_HOME, or pip install 'hlo-opt[gpu]'), which was not found")
     with open(path, "rb") as f:
         return f.read()
 

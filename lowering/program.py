@@ -106,10 +106,17 @@ class Program:
 
 
 class ProgramBuilder:
-    """Builds programs for one module; shares its constant table, kernels and fallbacks."""
+    """Builds programs for one module; shares its constant table, kernels and fallbacks.
 
-    def __init__(self, kernel_for):
+    The CPU and GPU programs are built here alike; a target differs in `kernel_for` (what a
+    KernelStep runs: an object with the KernelCode fields `constants`, `temps`,
+    `scratch_per_thread`), `split` (a fusion to run as several kernel steps, or None) and
+    `interpreter` (whether what has no kernel runs in the interpreter; without one, that is
+    an UnsupportedError at the op's position)."""
+
+    def __init__(self, kernel_for, split=emit_kernel.threaded_steps, interpreter: bool = True):
         self.kernel_for = kernel_for   # Computation -> compiled KernelCode (cached)
+        self.split, self.interpreter = split, interpreter
         self.constants: list[np.ndarray] = []
         self._const_values: dict[int, Value] = {}
         self.fallbacks: list[FallbackCall] = []
@@ -221,9 +228,11 @@ class ProgramBuilder:
             inputs = phases.inputs_of(unit)
             comp = phases.computation(unit, position, root.name)
         try:
-            steps = emit_kernel.threaded_steps(comp) if root.opcode == "fusion" else None
+            steps = self.split(comp) if root.opcode == "fusion" else None
             kernel = None if steps else self.kernel_for(comp)
         except UnsupportedError as e:               # an emitter refused: run the group
+            if not self.interpreter:
+                raise
             return self._fallback(program, comp.root, str(e), [value(i) for i in inputs],
                                   comp=comp, inputs=inputs)
         if steps:
@@ -241,6 +250,9 @@ class ProgramBuilder:
         return out
 
     def _fallback(self, program, root, reason, operands, comp=None, inputs=None) -> Value:
+        if not self.interpreter:
+            raise UnsupportedError(f"{root.opcode} ({root.name}) cannot run here: {reason}",
+                                   line=root.line, column=root.column)
         out = self._new(program, root.shape, root.name)
         step = FallbackCall(fallback.FallbackStep(root, reason, comp, inputs), leaves(out),
                             [b for v in operands for b in leaves(v)], len(self.fallbacks))
@@ -285,6 +297,20 @@ class ProgramBuilder:
                                          [b for v in operands[1:] for b in leaves(v)],
                                          branches, leaves(out), scratch))
         return out
+
+
+def kernel_steps(program: Program):
+    """Every KernelStep of `program` and of the programs its loops and branches hold, in
+    program order (a loop's condition before its body)."""
+    for step in program.steps:
+        if isinstance(step, KernelStep):
+            yield step
+        elif isinstance(step, While):
+            yield from kernel_steps(step.cond)
+            yield from kernel_steps(step.body)
+        elif isinstance(step, Conditional):
+            for p, _ in step.branches:
+                yield from kernel_steps(p)
 
 
 def is_view(inst: Instruction) -> bool:

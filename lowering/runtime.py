@@ -36,7 +36,8 @@ from .driver import Driver
 from .emit_kernel import KernelCode, emit_kernel
 from .fingerprint import fingerprint
 from .ltypes import array_bytes
-from .program import Buffer, Conditional, Copy, KernelStep, Program, ProgramBuilder, While, leaves
+from .program import (Buffer, Conditional, Copy, KernelStep, Program, ProgramBuilder, While,
+                      kernel_steps, leaves)
 
 
 
@@ -67,6 +68,14 @@ class LruCache:
         while len(self._entries) > self.size:
             self._entries.popitem(last=False)
 
+    def get_or_add(self, key, make):
+        """The entry for `key`; when absent, `make()`'s result, kept."""
+        value = self.get(key)
+        if value is None:
+            value = make()
+            self.put(key, value)
+        return value
+
     def clear(self) -> None:
         self._entries.clear()
 
@@ -90,11 +99,7 @@ def kernel_for(comp: Computation) -> KernelCode:
     compiled in batches by `compile_kernels`)."""
     key = fingerprint(comp)
     with _lock:
-        code = _kernels.get(key)
-        if code is None:
-            code = emit_kernel(comp, f"k_{key[:20]}", key)
-            _kernels.put(key, code)
-        return code
+        return _kernels.get_or_add(key, lambda: emit_kernel(comp, f"k_{key[:20]}", key))
 
 
 def clear_caches() -> None:
@@ -119,30 +124,29 @@ def _exported(k: KernelCode) -> list[str]:
 
 
 def compile_module(module, target: str = "cpu", flush_denormals: bool = False) -> "Executable":
-    if target == "gpu":
-        raise UnsupportedError("running on a GPU is not implemented yet (no host runtime); "
-                               "hlo-opt --target=gpu --emit=ptx prints the kernels' PTX")
-    if target != "cpu":
-        raise HloError(f"no code generator for target {target!r} (only 'cpu')")
     if isinstance(module, str):
         from .. import parse
         module = parse(module)
-    key = (fingerprint(module.entry), flush_denormals)
+    if target == "gpu":
+        if flush_denormals:
+            raise UnsupportedError("flush_denormals is an option of the cpu target")
+        from .gpu_runtime import compile_gpu
+        return compile_gpu(module)
+    if target != "cpu":
+        raise HloError(f"no code generator for target {target!r} (only 'cpu' and 'gpu')")
     with _lock:
-        exe = _executables.get(key)
-        if exe is None:
-            exe = Executable(module, flush_denormals)
-            _executables.put(key, exe)
-        return exe
+        return _executables.get_or_add((fingerprint(module.entry), flush_denormals),
+                                       lambda: Executable(module, flush_denormals))
 
 
-def build(module: Module):
-    """(program, builder, output shapes) of a module: everything but the driver. A module
-    without fusions gets its kernels from the fusion stage first (the default declarations,
-    the cpu cost model), as optimize would form them; one with fusions keeps its own."""
+def build(module: Module, builder: ProgramBuilder | None = None, target: str = "cpu"):
+    """(program, builder, output shapes, parameter buffers) of a module: everything but the
+    driver. A module without fusions gets its kernels from the fusion stage first (the
+    default declarations, `target`'s cost model), as optimize would form them; one with
+    fusions keeps its own. `builder` makes another target's kernels (gpu_runtime.py)."""
     if not has_fusions(module):
-        module = fuse(module, "cpu")
-    builder = ProgramBuilder(kernel_for)
+        module = fuse(module, target)
+    builder = builder or ProgramBuilder(kernel_for)
     params, k = [], 0
     for p in module.entry.parameters:
         value, k = _param_value(p.shape, k)
@@ -184,17 +188,9 @@ def _bind_outputs(program: Program, results: list[Buffer]) -> None:
             program.steps.append(Copy(Buffer(buf.nbytes, "out", k), buf))
 
 
-def _kernels_of(program: Program, out: dict) -> dict:
-    for step in program.steps:
-        if isinstance(step, KernelStep):
-            out.setdefault(step.kernel.key, step.kernel)
-        elif isinstance(step, While):
-            _kernels_of(step.cond, out)
-            _kernels_of(step.body, out)
-        elif isinstance(step, Conditional):
-            for p, _ in step.branches:
-                _kernels_of(p, out)
-    return out
+def kernels_of(program: Program) -> dict:
+    """The distinct kernels `program` (and the programs it runs) calls, by key."""
+    return {step.kernel.key: step.kernel for step in kernel_steps(program)}
 
 
 def _max_args(program: Program) -> int:
@@ -250,7 +246,7 @@ class Executable:
         self.param_shapes = [s for p in module.entry.parameters
                              for s in (p.shape.leaves() if p.shape.is_tuple else [p.shape])
                              if s.dtype.numpy is not None]
-        self.kernels = _kernels_of(self.program, {})
+        self.kernels = kernels_of(self.program)
         compile_kernels(self.kernels.values())
         self.driver_name, self.driver_ir, _ = emit_driver(self.program, self.kernels,
                                                           flush_denormals=flush_denormals)
@@ -279,7 +275,7 @@ class Executable:
                            for p in module.entry.parameters)
         self.stats = {
             "kernels": len(self.kernels),
-            "kernel_calls": _count(self.program),
+            "kernel_calls": count_launches(self.program),
             "fallbacks": [f"{f.call.inst.name} ({f.call.inst.opcode}): {f.call.reason}"
                           for f in self._fallbacks],
             "peak_bytes": self.program.peak,
@@ -298,7 +294,7 @@ class Executable:
         if self._simple and len(args) == len(self.param_shapes):
             arrays = args                        # checked below, array by array
         else:
-            arrays = _flatten_args(args, self.module.entry.parameters)
+            arrays = flatten_args(args, self.module.entry.parameters)
             if len(arrays) != len(self.param_shapes):
                 raise HloError(f"{self.module.entry.name} takes {len(self.param_shapes)} "
                                f"array arguments, got {len(arrays)}")
@@ -306,7 +302,7 @@ class Executable:
         for n, (a, (dims, dt)) in enumerate(zip(arrays, self._param_specs)):
             if not (type(a) is np.ndarray and a.dtype == dt and a.shape == dims
                     and a.flags.c_contiguous):
-                a = _coerce(a, self.param_shapes[n], n)
+                a = coerce(a, self.param_shapes[n], n)
             keep.append(a)
         if out is None:
             outputs = [np.empty(dims, dt) for dims, dt in self._out_specs]
@@ -355,8 +351,8 @@ class Executable:
                                          flush_denormals=self.flush_denormals)
         address = jit.compile_ir(text, [name], level=1)[name]
         driver = ctypes.CFUNCTYPE(ctypes.c_int32, *([ctypes.c_void_p] * 7))(address)
-        flat = _flatten_args(args, self.module.entry.parameters)
-        arrays = [_coerce(a, s, n) for n, (a, s) in enumerate(zip(flat, self.param_shapes))]
+        flat = flatten_args(args, self.module.entry.parameters)
+        arrays = [coerce(a, s, n) for n, (a, s) in enumerate(zip(flat, self.param_shapes))]
         outputs = [np.empty(s.dims, s.dtype.numpy) for s in self.out_shapes]
         params, outs = _pointer_array(len(arrays)), _pointer_array(len(outputs))
         for table, values in ((params, arrays), (outs, outputs)):
@@ -397,19 +393,13 @@ def _aligned(nbytes: int):
     return raw, (address + 63) // 64 * 64
 
 
-def _count(program: Program) -> int:
-    n = 0
-    for step in program.steps:
-        if isinstance(step, KernelStep):
-            n += 1
-        elif isinstance(step, While):
-            n += _count(step.cond) + _count(step.body)
-        elif isinstance(step, Conditional):
-            n += sum(_count(p) for p, _ in step.branches)
-    return n
+def count_launches(program: Program) -> int:
+    """Kernel steps of `program` and of the programs its loops and branches hold."""
+    return sum(1 for _ in kernel_steps(program))
 
 
-def _flatten_args(args, params) -> list:
+def flatten_args(args, params) -> list:
+    """The array arguments in order, tuple arguments flattened like their parameters."""
     flat = []
     for a, p in zip(args, params):
         if p.shape.is_tuple:
@@ -431,6 +421,6 @@ def _flatten_tuple(a, shape) -> list:
     return out
 
 
-def _coerce(a, shape, position: int) -> np.ndarray:
+def coerce(a, shape, position: int) -> np.ndarray:
     """The argument as the interpreter takes it (same checks, same messages), contiguous."""
     return np.ascontiguousarray(coerce_argument(a, shape, position))

@@ -34,6 +34,15 @@ ARCHITECTURES = ("sm_70", "sm_72", "sm_75", "sm_80", "sm_86", "sm_87", "sm_88", 
                  "sm_103a", "sm_110", "sm_110a", "sm_120", "sm_120a", "sm_121", "sm_121a")
 
 
+def arch_for(major: int, minor: int) -> str:
+    """The newest portable architecture (no `a`/`f` suffix) in ARCHITECTURES that a device
+    of compute capability major.minor runs: its own when listed (the CUDA driver compiles
+    PTX for an older architecture to a newer device's code)."""
+    fits = [a for a in ARCHITECTURES if a[3:].isdigit()
+            and (int(a[3:]) // 10, int(a[3:]) % 10) <= (major, minor)]
+    return max(fits, key=lambda a: int(a[3:])) if fits else DEFAULT_ARCH
+
+
 class GpuCostModel(RooflineModel):
     name = "gpu"
     machine = GPU

@@ -412,8 +412,3 @@ def test_cli_refusals_are_one_line(text, args, message, tmp_path, capsys):
     assert main([str(src), *args]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and re.search(message, err), err
-
-
-def test_compiling_for_the_gpu_is_a_clear_error_until_there_is_a_runtime():
-    with pytest.raises(UnsupportedError, match="not implemented yet .* --emit=ptx"):
-        hlo_opt.compile(ELEMENTWISE, target="gpu")

@@ -50,13 +50,15 @@ def _median_call(fn, calls: int) -> float:
     return statistics.median(times)
 
 
-def _xla_runner(text: str):
-    """(compile seconds, call) of XLA:CPU, or None where XLA is unavailable or refuses."""
+def _xla_runner(text: str, platform: str = "cpu"):
+    """(compile seconds, prepare) of XLA on `platform` (XLA:CPU by default), or None where
+    XLA is unavailable or refuses; prepare(args) places the arguments on the device and
+    returns a call that runs the executable and waits for its outputs."""
     from .. import xla_oracle
     if not xla_oracle.available():
         return None
     try:
-        compiled = xla_oracle.compile(text)
+        compiled = xla_oracle.compile(text, platform)
     except xla_oracle.XlaError:
         return None
     jax = xla_oracle._xla.jax

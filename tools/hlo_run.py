@@ -1,9 +1,10 @@
-"""`hlo-run`: run an HLO module on the CPU (our code), the interpreter, or XLA.
+"""`hlo-run`: run an HLO module on the CPU or the GPU (our code), the interpreter, or XLA.
 
     hlo-run model.hlo                          # random inputs, our CPU code, prints a summary
     hlo-run model.hlo --inputs in.npz --out out.npz --target=xla
     hlo-run model.hlo --time 100               # median per-call time over 100 calls
     hlo-run model.hlo --profile 50             # time per kernel (cycle counters), costliest first
+    hlo-run model.hlo --target=gpu --time 100  # our GPU code (needs a GPU and hlo-opt[gpu])
 
 Inputs come from an .npz (arrays named arg0, arg1, ... or in file order), otherwise random:
 normal floats, small integers, random booleans, seeded by --seed. Outputs are saved as
@@ -25,15 +26,15 @@ from ..errors import HloError
 from ..memory import check_fits_in_memory
 from .cli import about, input_name, load_module, main_guard, write_atomically
 
-TARGETS = ("cpu", "interp", "xla")
+TARGETS = ("cpu", "gpu", "interp", "xla")
 
 
 def build_arg_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="hlo-run", description="Run an HLO module on numpy inputs.")
     p.add_argument("input", help="HLO text file, or - for stdin")
     p.add_argument("--target", choices=TARGETS, default="cpu",
-                   help="cpu: our LLVM code (default); interp: the reference interpreter; "
-                        "xla: XLA:CPU through jaxlib")
+                   help="cpu: our LLVM code (default); gpu: our PTX code through the CUDA "
+                        "driver; interp: the reference interpreter; xla: XLA:CPU through jaxlib")
     p.add_argument("--inputs", metavar="IN.npz", help="arguments (default: random)")
     p.add_argument("--out", metavar="OUT.npz", help="save the outputs here")
     p.add_argument("--time", type=int, default=0, metavar="N",
@@ -42,7 +43,8 @@ def build_arg_parser() -> argparse.ArgumentParser:
     p.add_argument("--ftz", action="store_true",
                    help="cpu only: flush denormals to zero, as XLA:CPU does")
     p.add_argument("--profile", type=int, default=0, metavar="N",
-                   help="cpu only: time each kernel over N calls and list the costliest")
+                   help="cpu, gpu: time each kernel over N calls and list the costliest "
+                        "(gpu: CUDA events around each launch)")
     return p
 
 
@@ -88,6 +90,11 @@ def runner(module, text: str, target: str, ftz: bool = False):
         for w in caught:
             print(f"hlo-run: {w.message}", file=sys.stderr)
         return exe.run
+    if target == "gpu":
+        if ftz:
+            raise HloError("--ftz needs --target=cpu")
+        from ..lowering import compile as compile_any
+        return compile_any(module, "gpu", verify=False).run
     if target == "interp":
         return lambda args: evaluate(module, args, verify=False)
     from .. import xla_oracle
@@ -128,14 +135,16 @@ def main(argv=None) -> int:
                 summary = f" min {np.nanmin(f):.6g} max {np.nanmax(f):.6g} mean {np.nanmean(f):.6g}"
         print(f"out{i}: {o.dtype}{list(o.shape)}{summary}")
     if args.profile:
-        if args.target != "cpu":
-            raise HloError("--profile needs --target=cpu")
-        from ..lowering import compile as compile_cpu
-        rows = compile_cpu(module, flush_denormals=args.ftz, verify=False).profile(
-            inputs, args.profile)
-        total = sum(t for _, t, _ in rows) or 1.0
-        for label, t, calls in rows[:20]:
-            print(f"{t * 1e6:10.1f} us {t / total * 100:5.1f}%  x{calls:<4d} {label}")
+        if args.target not in ("cpu", "gpu"):
+            raise HloError("--profile needs --target=cpu or --target=gpu")
+        from ..lowering import compile as compile_any
+        exe = compile_any(module, args.target, verify=False,
+                          **({"flush_denormals": args.ftz} if args.target == "cpu" else {}))
+        rows = exe.profile(inputs, args.profile)
+        total = sum(r[1] for r in rows) or 1.0
+        for label, t, calls, *moved in rows[:20]:
+            rate = f" {moved[0] / t / 1e9:8.1f} GB/s" if moved and t > 0 else ""
+            print(f"{t * 1e6:10.1f} us {t / total * 100:5.1f}%  x{calls:<4d}{rate} {label}")
     if args.time:
         times = []
         for _ in range(args.time):
