@@ -1,10 +1,12 @@
-"""GPU scatter and select-and-scatter: one thread per update, combined atomically.
+"""GPU scatter and select-and-scatter.
 
-scatter: thread u (grid-stride) takes update element u: its index vector gives the window's
-start (emit_gather.scatter_start, the CPU's code; a window that would leave the operand is
-skipped whole), its window coordinates the target (scatter_position). select-and-scatter:
-thread s takes source element s, finds the element its window selects (emit_gather.selected)
-and combines the source value into it.
+scatter: one thread per update element (grid-stride), combined atomically. Its index
+vector gives the window's start (emit_gather.scatter_start, the CPU's code; a window that
+would leave the operand is skipped whole), its window coordinates the target
+(scatter_position). The output starts as the operand: the gpu fusion stage stores a
+scatter's operand before the scatter, so it is a kernel input, which the host copies into
+the output before the launch (GpuKernel.initial_copies = ((0, that input),)); the kernel
+is then correct for any grid.
 
 The combination is one atomic read-modify-write (`combine`): the update computation's
 single op (emit_reduce.simple_reducer: add, maximum, minimum, and, or, xor of its two
@@ -16,14 +18,12 @@ the computation applied by emit_reduce.Reducer as on the CPU. c128 (no 128-bit C
 variadic scatters (several outputs combined together) are UnsupportedErrors. Updates that
 hit the same element are combined in an unspecified order, as XLA allows. One difference
 from the CPU, as in XLA:GPU: PTX's `atom.add.f32` on global memory flushes subnormal inputs
-and results to zero (the f64 and integer atoms and the CAS loop are exact).
+and results to zero (the f64 and integer atoms and the CAS loop are exact). An 8- or 16-bit
+element's CAS reads and rewrites (unchanged) its neighbours in the same aligned 32-bit
+word: device buffers must cover whole words (allocations are 256-byte aligned).
 
-The output starts as the operand (scatter) or the init value (select-and-scatter). A
-scatter whose operand is a kernel input leaves that to the host: the Launch records
-`initial_copies` (output 0 <- that input) and the kernel is correct for any grid. Otherwise
-(select-and-scatter's scalar init; a computed scatter operand, which the gpu fusion stage
-does not form today) the kernel is ONE block: it writes the initial output, waits at a
-barrier, then scatters; it is correct only for one block.
+select-and-scatter: a gather instead, one thread per output element (see
+emit_select_and_scatter): deterministic, in the CPU's order, no atomics, any grid.
 """
 from __future__ import annotations
 
@@ -33,15 +33,13 @@ from llvmlite import ir
 
 from ..errors import UnsupportedError
 from .emit_gather import scatter_layout, scatter_position, scatter_start, selected
-from .emit_loops import Index, delinearize
-from .emit_reduce import Reducer
-from .gpu_frame import Frame, Launch, barrier
+from .emit_loops import Index, const, delinearize, nest
+from .emit_reduce import Reducer, read_slots, stack_slots, write_slots
+from .gpu_frame import Frame, Launch
 from .gpu_loops import grid_stride_range
-from .ltypes import I64, PTR, elem, from_storage, gep, store, to_storage
+from .ltypes import I1, I64, PTR, elem, from_storage, gep, store, to_storage
 
-SCATTER_THREADS = 256              # threads per block when the grid covers the updates
-ONE_BLOCK_THREADS = 256            # the one block of a kernel that initialises its output
-                                   # (256: it launches whatever registers a thread takes)
+SCATTER_THREADS = 256              # threads per block
 
 # (update op, element kind) -> atomicrmw operation, for 32- and 64-bit elements.
 ATOMIC_RMW = {
@@ -60,7 +58,7 @@ def emit_scatter(f: Frame) -> Launch:
                                  "which no atomic operation does)")
     operand, _, updates = inst.operands
     _check_width(inst)
-    copies = _start(f, operand)
+    copies = _initial_copy(f, operand)
     upd_dims = updates.shape.dims
     count = math.prod(upd_dims)
     reducer = Reducer(gen, inst.attrs["to_apply"])
@@ -74,50 +72,80 @@ def emit_scatter(f: Frame) -> Launch:
             combine(gen, reducer, f.dests[0], at,
                     gen.value(updates, Index(upd_dims, values=ucoords)))
         gen.pop_scope()
-    return _launch(copies, count)
+    return Launch(SCATTER_THREADS, max(1, -(-count // SCATTER_THREADS)), copies)
 
 
 def emit_select_and_scatter(f: Frame) -> Launch:
+    """One thread per output element, which folds, from the init value and in the order of
+    the source elements (the CPU's order), the source values of the windows covering it
+    that select it (emit_gather.selected, the CPU's choice): a gather, so no atomics, no
+    initial output and any grid. A window is re-examined by every element it covers."""
     inst, gen = f.root, f.gen
     b = gen.b
-    _, source, init = inst.operands
-    _check_width(inst)
-    copies = _start(f, init)
+    operand, source, init = inst.operands
     reducer = Reducer(gen, inst.attrs["scatter"])
-    dims = source.shape.dims
-    with grid_stride_range(b, math.prod(dims)) as s:
-        gen.push_scope()
-        svals = delinearize(b, s, dims)
-        have, at = selected(gen, inst, svals)
-        with b.if_then(have):
-            combine(gen, reducer, f.dests[0], at, gen.value(source, Index(dims, values=svals)))
-        gen.pop_scope()
-    return _launch(copies, math.prod(dims))
-
-
-def _start(f: Frame, initial) -> tuple | None:
-    """Make the output start as `initial` (an array of its shape, or a scalar): by a host
-    copy when it is a kernel input (returns the copies), else by the block itself before
-    a barrier (returns None: the kernel must be one block)."""
     dest = f.dests[0]
+    dims = operand.shape.dims
+    windows = covering_windows(inst)
+    with grid_stride_range(b, math.prod(dims)) as o:
+        gen.push_scope()
+        coords = delinearize(b, o, dims)
+        acc = stack_slots(gen, [gen.value(init, Index.scalar())])
+        with nest(b, [count for _, count, _, _ in windows], "w") as ks:
+            gen.push_scope()
+            svals, inside = [], I1(1)
+            for c, k, window, n in zip(coords, ks, windows, source.shape.dims):
+                s, ok = _covering(b, c, k, window, n)
+                svals.append(s)
+                inside = b.and_(inside, ok)
+            with b.if_then(inside):
+                have, at = selected(gen, inst, svals)
+                with b.if_then(b.and_(have, b.icmp_unsigned("==", at, o))):
+                    x = gen.value(source, Index(source.shape.dims, values=svals))
+                    write_slots(gen, acc, reducer(read_slots(gen, acc), [x]))
+            gen.pop_scope()
+        store(b, read_slots(gen, acc)[0], dest.ptr, dest.et, o)
+        gen.pop_scope()
+    n = math.prod(dims)
+    return Launch(SCATTER_THREADS, max(1, -(-n // SCATTER_THREADS)))
+
+
+def covering_windows(inst) -> list[tuple[int, int, int, int]]:
+    """Per dimension (stride, candidates: windows that can cover one position, low
+    padding, size) of a select-and-scatter's window; candidates = ceil(size / stride)."""
+    rank = inst.operands[0].shape.rank
+    w = inst.attrs.get("window")
+    size = w.size if w else (1,) * rank
+    stride = w.stride if w else (1,) * rank
+    pad = w.pad if w else ((0, 0),) * rank
+    return [(st, -(-sz // st), p[0], sz) for sz, st, p in zip(size, stride, pad)]
+
+
+def _covering(b, position, k, window, n: int):
+    """(candidate k's source index along one dimension, whether that source exists and
+    its window covers `position`). Source s's window spans [s * stride - pad_low, + size),
+    so the candidates are t / stride - (candidates - 1) + k for t = position + pad_low, in
+    increasing order (t < 0: no window covers the position, and every candidate fails the
+    check). A window that does not cover the position could not select it: the check only
+    saves examining it."""
+    stride, candidates, pad_low, size = window
+    t = b.add(const(position), I64(pad_low))
+    s = b.add(b.sub(b.sdiv(t, I64(stride)), I64(candidates - 1)), const(k))
+    start = b.mul(s, I64(stride))
+    ok = b.and_(b.icmp_signed(">=", s, I64(0)), b.icmp_signed("<", s, I64(n)))
+    ok = b.and_(ok, b.and_(b.icmp_signed("<=", start, t),
+                           b.icmp_signed("<", t, b.add(start, I64(size)))))
+    return b.select(ok, s, I64(0)), ok
+
+
+def _initial_copy(f: Frame, operand) -> tuple:
+    """The output starts as the operand, copied by the host from the kernel input it is
+    (the gpu fusion stage stores a scatter's operand before the scatter)."""
     for j, x in enumerate(f.inputs):
-        if x is initial and x.shape.dims == dest.dims:
+        if x is operand:
             return ((0, j),)
-    b = f.gen.b
-    n = math.prod(dest.dims)
-    with grid_stride_range(b, n) as i:
-        f.gen.push_scope()
-        index = Index(dest.dims, linear=i) if initial.shape.rank else Index.scalar()
-        store(b, f.gen.value(initial, index), dest.ptr, dest.et, i)
-        f.gen.pop_scope()
-    barrier(b)
-    return None
-
-
-def _launch(copies, count: int) -> Launch:
-    if copies is None:
-        return Launch(ONE_BLOCK_THREADS, 1)
-    return Launch(SCATTER_THREADS, max(1, -(-count // SCATTER_THREADS)), copies)
+    raise _unsupported(f.root, "its operand is computed in the kernel (the host copies a "
+                               "kernel input into the output before the launch)")
 
 
 # ------------------------------------------------------------------- atomic combination

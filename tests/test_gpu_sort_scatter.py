@@ -19,7 +19,7 @@ import hlo_opt
 from hlo_opt.errors import UnsupportedError
 from hlo_opt.fusion.stage import fuse
 from hlo_opt.lowering import elemental, emit_gather, emit_gpu, jit, ltypes, nvptx
-from hlo_opt.lowering.emit_gpu_scatter import ONE_BLOCK_THREADS, SCATTER_THREADS, combine
+from hlo_opt.lowering.emit_gpu_scatter import SCATTER_THREADS, combine
 from hlo_opt.lowering.emit_loops import for_range
 from hlo_opt.lowering.emit_reduce import Reducer
 from hlo_opt.lowering.emit_gpu_sort import (SHARED_SORT_BYTES, ascending, padded_length,
@@ -357,20 +357,21 @@ ENTRY e {{
 
 
 @needs_ptxas
-def test_select_and_scatter_initialises_in_one_block_then_adds_atomically(tmp_path,
-                                                                          monkeypatch):
-    """The output starts as the scalar init, written by the kernel's one block before a
-    barrier; then a thread per source element picks its window's element with the CPU's
-    `selected` (the select computation through Elemental.apply) and adds atomically."""
+def test_select_and_scatter_is_a_gather_per_output_element(tmp_path, monkeypatch):
+    """One thread per output element (any grid: no initial output, no barrier, no
+    atomics), each examining the windows that cover it with the CPU's `selected` (the
+    select computation through Elemental.apply)."""
     picked = []
     real = emit_gather.selected
     monkeypatch.setattr("hlo_opt.lowering.emit_gpu_scatter.selected",
                         lambda *a: picked.append(1) or real(*a))
     kernel = only_kernel(MAX_POOL_GRADIENT)
     assert picked == [1]
-    assert (kernel.threads, kernel.blocks, kernel.initial_copies) == (ONE_BLOCK_THREADS, 1, ())
+    n = 2 * 8 * 8 * 3
+    assert (kernel.threads, kernel.blocks, kernel.initial_copies, kernel.scratch_bytes) == \
+        (SCATTER_THREADS, -(-n // SCATTER_THREADS), (), 0)
     ptx = ptx_of(kernel, tmp_path)
-    assert ptx.count("bar.sync") == 1 and "atom.global.add.f32" in ptx
+    assert "bar.sync" not in ptx and "atom." not in ptx
 
 
 @needs_ptxas
@@ -383,7 +384,7 @@ def test_cnn_training_max_pool_gradient_has_gpu_code(tmp_path):
                if comp.root.opcode == "select-and-scatter"]
     assert kernels
     for kernel in kernels:
-        assert "atom.global.add.f32" in ptx_of(kernel, tmp_path)
+        ptx_of(kernel, tmp_path)
 
 
 # ------------------------------------- the atomic combination, run on the host CPU
@@ -578,11 +579,41 @@ def test_scatter_kernels_run_on_the_host_give_the_interpreters_answer(what):
     assert_matches(got[0], want[0], 0, what)
 
 
-def test_max_pool_gradient_runs_on_the_host_as_the_interpreter():
-    """The one-block kernel: the init value written by the block, then each source value
-    added at the element its window selects."""
+def select_and_scatter_module(window: str, source: str, select: str = "GE",
+                              ty: str = "f32") -> str:
+    return f"""HloModule m
+{compare("sel", ty, select)}
+{update("add", ty, "add")}
+ENTRY e {{
+  x = {ty}[2,9,7,3] parameter(0)
+  s = {ty}{source} parameter(1)
+  z = {ty}[] constant(1)
+  ROOT r = {ty}[2,9,7,3] select-and-scatter(x, s, z), window={{{window}}}, select=sel, scatter=add
+}}
+"""
+
+
+HOST_POOLS = {
+    "2x2 stride 2 (each position in one window)": ("size=1x2x2x1 stride=1x2x2x1", "[2,4,3,3]"),
+    "3x3 stride 2, padded (overlapping windows)": (
+        "size=1x3x3x1 stride=1x2x2x1 pad=0_0x1_1x1_1x0_0", "[2,5,4,3]"),
+    "3x2 stride 1, min select, low padding 2": (
+        "size=1x3x2x1 stride=1x1x1x1 pad=0_0x2_0x0_1x0_0", "[2,9,7,3]"),
+    "3x2 stride 2x1, negative low padding": (
+        "size=1x3x2x1 stride=1x2x1x1 pad=0_0x-1_0x0_0x0_0", "[2,3,6,3]"),
+}
+
+
+@pytest.mark.parametrize("what", list(HOST_POOLS))
+def test_select_and_scatter_runs_on_the_host_as_the_interpreter(what):
+    """Every output element gathers, in source order, what the windows covering it
+    selected for it (ties: the first element wins; padding never), from the init value;
+    bit-exact, the CPU's order of additions."""
+    window, source = HOST_POOLS[what]
+    text = select_and_scatter_module(window, source, "LE" if "min" in what else "GE")
+    dims = tuple(int(n) for n in source.strip("[]").split(","))
     rng = np.random.default_rng(8)
-    x = np.round(rng.standard_normal((2, 8, 8, 3)) * 2).astype(np.float32)     # with ties
-    s = rng.standard_normal((2, 4, 4, 3)).astype(np.float32)
-    got, want = run_kernel_on_host(MAX_POOL_GRADIENT, {"x": x, "s": s})
-    assert_matches(got[0], want[0], 0, "select-and-scatter")
+    x = np.round(rng.standard_normal((2, 9, 7, 3)) * 2).astype(np.float32)     # with ties
+    s = rng.standard_normal(dims).astype(np.float32)
+    got, want = run_kernel_on_host(text, {"x": x, "s": s})
+    assert_matches(got[0], want[0], 0, what)
