@@ -3,13 +3,16 @@
 in Python on the same stage schedule and pair arithmetic the kernel uses); each kernel's
 PTX assembles for sm_90 with the structure claimed (barriers per stage, shared memory or the
 scratch buffer, `atom.*` per combiner and type) and records its launch, scratch and initial
-copies; comparators, update and select computations go through the CPU's code. No GPU runs
-here: what the kernels compute on a GPU is not checked by this file."""
+copies; comparators, update and select computations go through the CPU's code. The
+atomic combination, and whole kernels launched with one thread per block, are compiled for
+the host CPU and run against the interpreter. No GPU runs here: several threads of a block
+(barriers, shared memory, atomics under contention) are not exercised by this file."""
 from __future__ import annotations
 
 import ctypes
 import random
 import re
+import threading
 
 import numpy as np
 import pytest
@@ -433,67 +436,117 @@ def test_atomic_combination_computes_the_update_computation(ty, op):
     assert (raw[x.nbytes:] == 0xA5).all()
 
 
-# ------------------------------------------- whole kernels, one thread per block, on the host
+# ------------------------------------- whole kernels, threads of a block as host threads
 
-HOST_REGISTERS = {"tid.x": "ret i32 0", "ntid.x": "ret i32 1",
-                  "ctaid.x": 'load i32, ptr @"host.block"', "nctaid.x": 'load i32, ptr @"host.blocks"'}
+class HostBlock:
+    """The threads of one block as host threads: `tid.x` and the barrier are calls back
+    into Python (the thread's number; a threading.Barrier of all of them), so barriers,
+    shared memory (one module global: blocks run one after the other) and atomics (the
+    host's) are exercised concurrently."""
+    local = threading.local()
+    barrier: threading.Barrier | None = None
+
+    @staticmethod
+    def _tid():
+        return HostBlock.local.tid
+
+    @staticmethod
+    def _sync():
+        HostBlock.barrier.wait()
 
 
-def host_kernel(kernel: emit_gpu.GpuKernel):
-    """The kernel's NVPTX IR compiled for the host CPU as a launch with ONE thread per block
-    (tid.x = 0, ntid.x = 1; a barrier is then a no-op) and the recorded number of blocks,
-    run one block after the other: a correct launch of a kernel that is correct for any
-    grid (or for one block), executed without a GPU. Returns launch(outputs, inputs)."""
+_CALLBACKS = (ctypes.CFUNCTYPE(ctypes.c_int32)(HostBlock._tid),
+              ctypes.CFUNCTYPE(None)(HostBlock._sync))
+_CALLBACK_ADDRESSES = [ctypes.cast(c, ctypes.c_void_p).value for c in _CALLBACKS]
+
+
+def host_kernel(kernel: emit_gpu.GpuKernel, threads: int, blocks: int):
+    """The kernel's NVPTX IR compiled for the host CPU and launched with `threads` threads
+    per block (host threads) and `blocks` blocks, one block after the other: a launch the
+    kernel must be correct for (any grid), run without a GPU. Returns
+    launch(outputs, inputs)."""
     text = kernel.ir.replace("ptx_kernel ", "").replace(" addrspace(3)", "")
     text = re.sub(r'target triple = ".*"', f'target triple = "{binding.get_process_triple()}"',
                   text)
     text = re.sub(r'target datalayout = ".*"',
                   f'target datalayout = "{jit.target_machine().target_data}"', text)
-    for register, body in HOST_REGISTERS.items():
+    registers = {"ntid.x": f"ret i32 {threads}",
+                 "ctaid.x": '%v = load i32, ptr @"host.block"\n  ret i32 %v',
+                 "nctaid.x": '%v = load i32, ptr @"host.blocks"\n  ret i32 %v',
+                 "tid.x": '%f = load ptr, ptr @"host.tid"\n  %v = call i32 %f()\n'
+                          '  ret i32 %v'}
+    for register, body in registers.items():
         name = f"llvm.nvvm.read.ptx.sreg.{register}"
-        value = body if body.startswith("ret") else f"%v = {body}\n  ret i32 %v"
         text = text.replace(f'declare i32 @"{name}"()',
-                            f'define internal i32 @"host.{register}"() {{\n  {value}\n}}')
+                            f'define internal i32 @"host.{register}"() {{\n  {body}\n}}')
         text = text.replace(f'@"{name}"', f'@"host.{register}"')
-    text = text.replace('declare void @"llvm.nvvm.barrier0"()',
-                        'define internal void @"host.barrier"() {\n  ret void\n}')
+    text = text.replace('declare void @"llvm.nvvm.barrier0"()', """
+define internal void @"host.barrier"() {
+  %f = load ptr, ptr @"host.sync"
+  call void %f()
+  ret void
+}""")
     text = text.replace('@"llvm.nvvm.barrier0"', '@"host.barrier"')
     text += """
 @"host.block" = internal global i32 0
 @"host.blocks" = internal global i32 1
-define void @"host.set_block"(i32 %b, i32 %n) {
+@"host.tid" = internal global ptr null
+@"host.sync" = internal global ptr null
+define void @"host.set_block"(i32 %b, i32 %n, ptr %tid, ptr %sync) {
   store i32 %b, ptr @"host.block"
   store i32 %n, ptr @"host.blocks"
+  store ptr %tid, ptr @"host.tid"
+  store ptr %sync, ptr @"host.sync"
   ret void
 }
 """
     addresses = jit.compile_ir(text, [kernel.name, "host.set_block"])
     n_args = kernel.n_outputs + kernel.n_inputs + (kernel.scratch_bytes > 0)
     run = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * n_args)(addresses[kernel.name])
-    set_block = ctypes.CFUNCTYPE(None, ctypes.c_int32, ctypes.c_int32)(
-        addresses["host.set_block"])
+    set_block = ctypes.CFUNCTYPE(None, ctypes.c_int32, ctypes.c_int32, ctypes.c_void_p,
+                                 ctypes.c_void_p)(addresses["host.set_block"])
+
+    def thread(tid: int, pointers: list, start: threading.Barrier) -> None:
+        HostBlock.local.tid = tid
+        start.wait()                          # all the block's threads run together
+        run(*pointers)
 
     def launch(outputs: list, inputs: list) -> None:
         for i, j in kernel.initial_copies:                   # what the host does first
             outputs[i][...] = inputs[j]
         scratch = [np.zeros(kernel.scratch_bytes, np.uint8)] if kernel.scratch_bytes else []
-        arrays = [np.ascontiguousarray(a) for a in outputs + inputs + scratch]
-        for block in range(kernel.blocks):
-            set_block(block, kernel.blocks)
-            run(*[a.ctypes.data for a in arrays])
+        pointers = [a.ctypes.data for a in outputs + inputs + scratch]
+        for block in range(blocks):
+            set_block(block, blocks, *_CALLBACK_ADDRESSES)
+            HostBlock.barrier = threading.Barrier(threads, timeout=60)
+            start = threading.Barrier(threads, timeout=60)
+            pool = [threading.Thread(target=thread, args=(t, pointers, start))
+                    for t in range(threads)]
+            for t in pool:
+                t.start()
+            for t in pool:
+                t.join()
     return launch
 
 
-def run_kernel_on_host(text: str, args: dict) -> tuple[list, list]:
-    """(the kernel's outputs, the interpreter's) for the module's one kernel; `args`: the
+# (threads per block, blocks: None = the recorded launch) of the host launches; 2 blocks
+# make a block take several rows (sort) or updates (scatter)
+HOST_LAUNCHES = [(1, None), (5, None), (5, 2)]
+
+
+def run_kernel_on_host(text: str, args: dict, threads: int,
+                       blocks: int | None = None) -> tuple[list, list]:
+    """(the kernel's outputs with `threads` threads per block and `blocks` blocks (default:
+    the launch recorded), the interpreter's) for the module's one kernel; `args`: the
     entry parameters' values by name."""
     module = hlo_opt.parse(text)
     kernel = only_kernel(text)
-    inputs = [args[p.name.split(".", 1)[1]] for p in kernel.comp.parameters]
+    inputs = [np.ascontiguousarray(args[p.name.split(".", 1)[1]])
+              for p in kernel.comp.parameters]
     root = kernel.comp.root
     leaves = root.shape.leaves() if root.shape.is_tuple else [root.shape]
     outputs = [np.zeros(s.dims, s.dtype.numpy) for s in leaves]
-    host_kernel(kernel)(outputs, inputs)
+    host_kernel(kernel, threads, blocks or kernel.blocks)(outputs, inputs)
     want = hlo_opt.evaluate(module, [args[p.name] for p in module.entry.parameters])
     return outputs, list(want)
 
@@ -547,36 +600,69 @@ ENTRY e {
 }
 
 
+@pytest.mark.parametrize("threads, blocks", HOST_LAUNCHES)
 @pytest.mark.parametrize("what", list(HOST_SORTS))
-def test_sort_kernels_run_on_the_host_give_the_interpreters_answer(what):
+def test_sort_kernels_run_on_the_host_give_the_interpreters_answer(what, threads, blocks):
     """The whole kernel IR (stages, pair arithmetic, ties by position, padding, the final
     gather, top-k's positions; scratch for long rows), run with one thread per block and
     every recorded block, equals the interpreter's (stable) sort bit for bit."""
     text, args = HOST_SORTS[what]
-    got, want = run_kernel_on_host(text, args)
+    got, want = run_kernel_on_host(text, args, threads, blocks)
     for g, w in zip(got, want):
         assert_matches(g, w, 0, what)
 
 
-HOST_SCATTERS = {
-    "f32 add, repeated and out-of-bounds indices": (scatter_module("f32", "add"), "f32"),
-    "s32 multiply (CAS)": (scatter_module("s32", "multiply"), "s32"),
-    "f16 add (CAS in the 32-bit word)": (scatter_module("f16", "add"), "f16"),
-    "general computation": (GENERAL, "f32"),
+REPEATED = [[3], [3], [-1], [9], [10], [0]]
+HOST_SCATTERS = {       # what -> (module, type, indices)
+    "f32 add, repeated and out-of-bounds indices": (scatter_module("f32", "add"), "f32",
+                                                    REPEATED),
+    "s32 multiply (CAS)": (scatter_module("s32", "multiply"), "s32", REPEATED),
+    "f16 add (CAS in the 32-bit word)": (scatter_module("f16", "add"), "f16", REPEATED),
+    # a computation neither associative nor commutative: repeated indices would combine in
+    # an unspecified order (as XLA allows), so they are distinct here
+    "general computation": (GENERAL, "f32", [[3], [5], [-1], [9], [10], [0]]),
 }
 
 
+@pytest.mark.parametrize("threads, blocks", HOST_LAUNCHES)
 @pytest.mark.parametrize("what", list(HOST_SCATTERS))
-def test_scatter_kernels_run_on_the_host_give_the_interpreters_answer(what):
+def test_scatter_kernels_run_on_the_host_give_the_interpreters_answer(what, threads, blocks):
     """Initial copy as the host does it, then the kernel: windows out of bounds (-1, 9 +
-    a window of 1 fits, 10 does not) skipped, repeated indices combined."""
-    text, ty = HOST_SCATTERS[what]
+    a window of 1 fits, 10 does not) skipped, repeated indices combined (exactly: small
+    integers)."""
+    text, ty, indices = HOST_SCATTERS[what]
     rng = np.random.default_rng(7)
     x = np.round(rng.standard_normal((10, 4)) * 4).astype(ltypes.elem(ty).dtype.numpy)
     v = np.round(rng.standard_normal((6, 4)) * 4).astype(x.dtype)
-    i = np.array([[3], [3], [-1], [9], [10], [0]], np.int32)
-    got, want = run_kernel_on_host(text, {"x": x, "i": i, "v": v})
+    i = np.array(indices, np.int32)
+    got, want = run_kernel_on_host(text, {"x": x, "i": i, "v": v}, threads, blocks)
     assert_matches(got[0], want[0], 0, what)
+
+
+# type -> (update op, share of nonzero updates): sums stay exact in every order
+CONTENDED = {"f16": ("add", 1.0), "bf16": ("add", 0.004), "u8": ("add", 1.0),
+             "s16": ("add", 1.0), "s32": ("add", 1.0), "pred": ("or", 0.0002)}
+
+
+@pytest.mark.parametrize("ty", list(CONTENDED))
+def test_concurrent_updates_of_one_word_all_land(ty):
+    """400000 updates into 2 x 4 elements by one block of 5 host threads at once (the
+    kernel is correct for any grid): neighbours sharing a 32-bit word (8- and 16-bit
+    types) and the same elements are updated concurrently, and every update is combined
+    (a CAS retries on a changed word). Updates are +-1 (or rare), so the result is exact
+    in any order."""
+    op, share = CONTENDED[ty]
+    n = 400000
+    text = scatter_module(ty, op).replace("[10,4]", "[2,4]").replace(
+        "s32[6,1]", f"s32[{n},1]").replace(f"{ty}[6,4]", f"{ty}[{n},4]")
+    rng = np.random.default_rng(9)
+    dtype = ltypes.elem(ty).dtype.numpy
+    signs = rng.choice([-1, 1], (n, 4)) * (rng.random((n, 4)) < share)
+    v = signs.astype(np.int64).astype(dtype) if ty != "pred" else signs != 0
+    x = np.zeros((2, 4), dtype)
+    i = rng.integers(0, 2, (n, 1)).astype(np.int32)
+    got, want = run_kernel_on_host(text, {"x": x, "i": i, "v": v}, 5, blocks=1)
+    assert_matches(got[0], want[0], 0, f"{ty} {op}")
 
 
 def select_and_scatter_module(window: str, source: str, select: str = "GE",
@@ -604,8 +690,9 @@ HOST_POOLS = {
 }
 
 
+@pytest.mark.parametrize("threads, blocks", HOST_LAUNCHES)
 @pytest.mark.parametrize("what", list(HOST_POOLS))
-def test_select_and_scatter_runs_on_the_host_as_the_interpreter(what):
+def test_select_and_scatter_runs_on_the_host_as_the_interpreter(what, threads, blocks):
     """Every output element gathers, in source order, what the windows covering it
     selected for it (ties: the first element wins; padding never), from the init value;
     bit-exact, the CPU's order of additions."""
@@ -615,5 +702,5 @@ def test_select_and_scatter_runs_on_the_host_as_the_interpreter(what):
     rng = np.random.default_rng(8)
     x = np.round(rng.standard_normal((2, 9, 7, 3)) * 2).astype(np.float32)     # with ties
     s = rng.standard_normal(dims).astype(np.float32)
-    got, want = run_kernel_on_host(text, {"x": x, "s": s})
+    got, want = run_kernel_on_host(text, {"x": x, "s": s}, threads, blocks)
     assert_matches(got[0], want[0], 0, what)
