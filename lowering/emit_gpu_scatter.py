@@ -102,7 +102,8 @@ def emit_select_and_scatter(f: Frame) -> Launch:
                 have, at = selected(gen, inst, svals)
                 with b.if_then(b.and_(have, b.icmp_unsigned("==", at, o))):
                     x = gen.value(source, Index(source.shape.dims, values=svals))
-                    write_slots(gen, acc, reducer(read_slots(gen, acc), [x]))
+                    # rounded after each combination, as the CPU's store rounds
+                    write_slots(gen, acc, reducer.finish(reducer(read_slots(gen, acc), [x])))
             gen.pop_scope()
         store(b, read_slots(gen, acc)[0], dest.ptr, dest.et, o)
         gen.pop_scope()

@@ -679,14 +679,17 @@ ENTRY e {{
 """
 
 
-HOST_POOLS = {
-    "2x2 stride 2 (each position in one window)": ("size=1x2x2x1 stride=1x2x2x1", "[2,4,3,3]"),
+HOST_POOLS = {          # what -> (window, source shape, type)
+    "2x2 stride 2 (each position in one window)": ("size=1x2x2x1 stride=1x2x2x1",
+                                                   "[2,4,3,3]", "f32"),
     "3x3 stride 2, padded (overlapping windows)": (
-        "size=1x3x3x1 stride=1x2x2x1 pad=0_0x1_1x1_1x0_0", "[2,5,4,3]"),
+        "size=1x3x3x1 stride=1x2x2x1 pad=0_0x1_1x1_1x0_0", "[2,5,4,3]", "f32"),
     "3x2 stride 1, min select, low padding 2": (
-        "size=1x3x2x1 stride=1x1x1x1 pad=0_0x2_0x0_1x0_0", "[2,9,7,3]"),
+        "size=1x3x2x1 stride=1x1x1x1 pad=0_0x2_0x0_1x0_0", "[2,9,7,3]", "f32"),
     "3x2 stride 2x1, negative low padding": (
-        "size=1x3x2x1 stride=1x2x1x1 pad=0_0x-1_0x0_0x0_0", "[2,3,6,3]"),
+        "size=1x3x2x1 stride=1x2x1x1 pad=0_0x-1_0x0_0x0_0", "[2,3,6,3]", "f32"),
+    "bf16, 3x3 stride 1 (sums rounded after every addition)": (
+        "size=1x3x3x1 stride=1x1x1x1 pad=0_0x1_1x1_1x0_0", "[2,9,7,3]", "bf16"),
 }
 
 
@@ -696,11 +699,12 @@ def test_select_and_scatter_runs_on_the_host_as_the_interpreter(what, threads, b
     """Every output element gathers, in source order, what the windows covering it
     selected for it (ties: the first element wins; padding never), from the init value;
     bit-exact, the CPU's order of additions."""
-    window, source = HOST_POOLS[what]
-    text = select_and_scatter_module(window, source, "LE" if "min" in what else "GE")
+    window, source, ty = HOST_POOLS[what]
+    text = select_and_scatter_module(window, source, "LE" if "min" in what else "GE", ty)
     dims = tuple(int(n) for n in source.strip("[]").split(","))
     rng = np.random.default_rng(8)
-    x = np.round(rng.standard_normal((2, 9, 7, 3)) * 2).astype(np.float32)     # with ties
-    s = rng.standard_normal(dims).astype(np.float32)
+    dtype = ltypes.elem(ty).dtype.numpy
+    x = np.round(rng.standard_normal((2, 9, 7, 3)) * 2).astype(dtype)     # with ties
+    s = rng.standard_normal(dims).astype(dtype)
     got, want = run_kernel_on_host(text, {"x": x, "s": s}, threads, blocks)
     assert_matches(got[0], want[0], 0, what)
