@@ -589,6 +589,18 @@ HOST_SORTS = {
                          ("s32",)),
         {"x0": np.random.default_rng(4).integers(-50, 50, (2, SHARED_SORT_BYTES // 4 + 3),
                                                  dtype=np.int32)}),
+    "s32 keys with c64 and f8e4m3fn values": (
+        host_sort_module("[4,19]", 1, """c {
+  p0 = s32[] parameter(0)
+  p1 = s32[] parameter(1)
+  p2 = c64[] parameter(2)
+  p3 = c64[] parameter(3)
+  p4 = f8e4m3fn[] parameter(4)
+  p5 = f8e4m3fn[] parameter(5)
+  ROOT r = pred[] compare(p0, p1), direction=LT
+}""", ("s32", "c64", "f8e4m3fn")),
+        {"x0": _keys((4, 19), "s32", 9), "x1": (_keys((4, 19), "f32", 10) + 1j * _keys(
+            (4, 19), "f32", 11)).astype(np.complex64), "x2": _keys((4, 19), "f8e4m3fn", 12)}),
     "topk op, largest, with NaN and inf": ("""HloModule m
 ENTRY e {
   x = f32[4,33] parameter(0)
