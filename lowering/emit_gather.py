@@ -78,45 +78,68 @@ def _plan_serial(inst):
     return 1, float(n), 0
 
 
+def scatter_layout(inst) -> tuple[list, list]:
+    """(update dims that pick the index vector, update window dims) of a scatter."""
+    upd_dims = inst.operands[-1].shape.dims
+    window_dims = list(inst.attrs.get("update_window_dims", ()))
+    return [d for d in range(len(upd_dims)) if d not in window_dims], window_dims
+
+
+def scatter_start(gen: Elemental, inst, batch: list) -> tuple[list, ir.Value]:
+    """(operand coordinates where the window of update batch index `batch` starts, whether
+    the whole window fits in the operand: a window that would not is skipped)."""
+    b = gen.b
+    a = inst.attrs
+    n = len(inst.operands) // 2
+    indices = inst.operands[n]
+    ivd = a["index_vector_dim"]
+    shape = inst.operands[0].shape.dims
+    inserted = set(a.get("inserted_window_dims", ())) | set(a.get("input_batching_dims", ()))
+    sizes = iter(inst.operands[-1].shape.dims[d] for d in scatter_layout(inst)[1])
+    window = [1 if d in inserted else next(sizes) for d in range(len(shape))]
+    starts: list = [0] * len(shape)
+    for k, d in enumerate(a["scatter_dims_to_operand_dims"]):
+        starts[d], _ = _index_value(gen, indices, _vector_coords(batch, k, ivd, indices.shape.rank))
+    for od, idd in zip(a.get("input_batching_dims", ()),
+                       a.get("scatter_indices_batching_dims", ())):
+        starts[od] = batch[idd - (idd > ivd)]
+    ok = I1(1)
+    for d in range(len(shape)):
+        fits = b.icmp_unsigned("<=", const(starts[d]), I64(shape[d] - window[d])) \
+            if shape[d] >= window[d] else I1(0)
+        ok = b.and_(ok, fits)
+    return starts, ok
+
+
+def scatter_position(b: ir.IRBuilder, inst, starts: list, window: list):
+    """Linear position in the operand of window element `window` of a window at `starts`."""
+    a = inst.attrs
+    inserted = set(a.get("inserted_window_dims", ())) | set(a.get("input_batching_dims", ()))
+    shape = inst.operands[0].shape.dims
+    it = iter(window)
+    coords = [starts[d] if d in inserted else add(b, starts[d], next(it))
+              for d in range(len(shape))]
+    return const(linearize(b, coords, shape))
+
+
 def emit_scatter(kb, inst, dests, lo, hi):
     b = kb.b
     n = len(inst.operands) // 2
-    inputs, indices, updates = inst.operands[:n], inst.operands[n], inst.operands[n + 1:]
+    inputs, updates = inst.operands[:n], inst.operands[n + 1:]
     for x, dest in zip(inputs, dests):
         emit_loop(kb, [(x, [dest], None)], 0, x.shape.num_elements, flat=True)
     gen = kb.elemental()
-    a = inst.attrs
-    ivd = a["index_vector_dim"]
-    window_dims = list(a.get("update_window_dims", ()))
-    inserted = set(a.get("inserted_window_dims", ())) | set(a.get("input_batching_dims", ()))
-    shape = inputs[0].shape.dims
     upd_dims = updates[0].shape.dims
-    scatter_dims = [d for d in range(len(upd_dims)) if d not in window_dims]
-    sizes = iter(upd_dims[d] for d in window_dims)
-    window = [1 if d in inserted else next(sizes) for d in range(len(shape))]
-    reducer = Reducer(gen, a["to_apply"])
+    scatter_dims, window_dims = scatter_layout(inst)
+    reducer = Reducer(gen, inst.attrs["to_apply"])
     with nest(b, [upd_dims[d] for d in scatter_dims], "s") as batch:
         gen.push_scope()
-        starts: list = [0] * len(shape)
-        ok = I1(1)
-        for k, d in enumerate(a["scatter_dims_to_operand_dims"]):
-            v, unsigned = _index_value(gen, indices, _vector_coords(batch, k, ivd, indices.shape.rank))
-            starts[d] = v
-        for od, idd in zip(a.get("input_batching_dims", ()), a.get("scatter_indices_batching_dims", ())):
-            starts[od] = batch[idd - (idd > ivd)]
-        for d in range(len(shape)):
-            s = const(starts[d])
-            fits = b.icmp_unsigned("<=", s, I64(shape[d] - window[d])) if shape[d] >= window[d] \
-                else I1(0)
-            ok = b.and_(ok, fits)
+        starts, ok = scatter_start(gen, inst, batch)
         with b.if_then(ok):
             with nest(b, [upd_dims[d] for d in window_dims], "w") as wv:
                 gen.push_scope()
                 ucoords = placed(len(upd_dims), (scatter_dims, batch), (window_dims, wv))
-                it = iter(wv)
-                ocoords = [starts[d] if d in inserted else add(b, starts[d], next(it))
-                           for d in range(len(shape))]
-                lin = const(linearize(b, ocoords, shape))
+                lin = scatter_position(b, inst, starts, wv)
                 current = [load(b, dest.ptr, dest.et, lin) for dest in dests]
                 new = [gen.value(u, Index(upd_dims, values=ucoords)) for u in updates]
                 for dest, v in zip(dests, reducer(current, new)):
@@ -127,15 +150,12 @@ def emit_scatter(kb, inst, dests, lo, hi):
 
 # ----------------------------------------------------------------- select-and-scatter
 
-def emit_select_and_scatter(kb, inst, dests, lo, hi):
-    """Per source element: the window's element that `select` prefers (the first wins unless
-    select(best, candidate) is false; padding never wins), then scatter onto it."""
-    b = kb.b
-    operand, source, init = inst.operands
-    dest = dests[0]
-    gen = kb.elemental()
-    with for_range(b, 0, operand.shape.num_elements, "i") as i:
-        store(b, gen.value(init, Index.scalar()), dest.ptr, dest.et, i)
+def selected(gen: Elemental, inst, svals: list) -> tuple:
+    """(whether the window of source element `svals` has an operand element, the linear
+    position of the one `select` prefers): the first wins unless select(best, candidate)
+    is false; padding never wins."""
+    b = gen.b
+    operand = inst.operands[0]
     w = inst.attrs.get("window")
     rank = operand.shape.rank
     size = w.size if w else (1,) * rank
@@ -143,35 +163,43 @@ def emit_select_and_scatter(kb, inst, dests, lo, hi):
     pad = w.pad if w else ((0, 0),) * rank
     dims = operand.shape.dims
     et = elem(operand.shape.element_type)
-    best = gen.alloca(et.compute)
-    best_at = gen.alloca(I64)
-    have = gen.alloca(I1)
-    select = inst.attrs["select"]
+    best, best_at, have = gen.alloca(et.compute), gen.alloca(I64), gen.alloca(I1)
+    b.store(I1(0), have)
+    with nest(b, list(size), "k") as ks:
+        gen.push_scope()
+        ok, coords = I1(1), []
+        for d in range(rank):
+            pos = b.sub(b.add(b.mul(const(svals[d]), I64(stride[d])), const(ks[d])),
+                        I64(pad[d][0]))
+            good = b.and_(b.icmp_signed(">=", pos, I64(0)), b.icmp_signed("<", pos, I64(dims[d])))
+            ok = b.and_(ok, good)
+            coords.append(b.select(good, pos, I64(0)))
+        with b.if_then(ok):
+            x = gen.value(operand, Index(dims, values=coords))
+            had = b.load(have, typ=I1)
+            keep = gen.apply(inst.attrs["select"], [b.load(best, typ=et.compute), x])[0]
+            take = b.or_(b.not_(had), b.not_(keep))
+            b.store(b.select(take, x, b.load(best, typ=et.compute)), best)
+            lin = const(linearize(b, coords, dims))
+            b.store(b.select(take, lin, b.load(best_at, typ=I64)), best_at)
+            b.store(I1(1), have)
+        gen.pop_scope()
+    return b.load(have, typ=I1), b.load(best_at, typ=I64)
+
+
+def emit_select_and_scatter(kb, inst, dests, lo, hi):
+    """Per source element: the window's element `select` prefers, then scatter onto it."""
+    b = kb.b
+    operand, source, init = inst.operands
+    dest = dests[0]
+    gen = kb.elemental()
+    with for_range(b, 0, operand.shape.num_elements, "i") as i:
+        store(b, gen.value(init, Index.scalar()), dest.ptr, dest.et, i)
     scatter = Reducer(gen, inst.attrs["scatter"])
     with nest(b, list(source.shape.dims), "s") as svals:
         gen.push_scope()
-        b.store(I1(0), have)
-        with nest(b, list(size), "k") as ks:
-            gen.push_scope()
-            ok, coords = I1(1), []
-            for d in range(rank):
-                pos = b.sub(b.add(b.mul(const(svals[d]), I64(stride[d])), const(ks[d])),
-                            I64(pad[d][0]))
-                good = b.and_(b.icmp_signed(">=", pos, I64(0)), b.icmp_signed("<", pos, I64(dims[d])))
-                ok = b.and_(ok, good)
-                coords.append(b.select(good, pos, I64(0)))
-            with b.if_then(ok):
-                x = gen.value(operand, Index(dims, values=coords))
-                had = b.load(have, typ=I1)
-                keep = gen.apply(select, [b.load(best, typ=et.compute), x])[0]
-                take = b.or_(b.not_(had), b.not_(keep))
-                b.store(b.select(take, x, b.load(best, typ=et.compute)), best)
-                lin = const(linearize(b, coords, dims))
-                b.store(b.select(take, lin, b.load(best_at, typ=I64)), best_at)
-                b.store(I1(1), have)
-            gen.pop_scope()
-        with b.if_then(b.load(have, typ=I1)):
-            at = b.load(best_at, typ=I64)
+        have, at = selected(gen, inst, svals)
+        with b.if_then(have):
             s = gen.value(source, Index(source.shape.dims, values=svals))
             current = load(b, dest.ptr, dest.et, at)
             store(b, scatter([current], [s])[0], dest.ptr, dest.et, at)

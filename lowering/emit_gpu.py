@@ -22,8 +22,9 @@ body of every CPU loop too. The GPU's part is the frame around that body:
 A kernel that is one stored row reduction has a frame of its own (emit_gpu_reduce.py); any
 other reduce or reduce-window is computed per output element by its elemental generator
 inside this loop (a fold over the reduced elements per thread: correct, not fast). A kernel
-that needs another loop structure (dot, convolution, sort, scatter, ...) is an
-UnsupportedError naming the op and its position.
+that is one op with a loop structure of its own in `GPU_FRAMES` (sort, top-k, scatter,
+select-and-scatter) is emitted by that frame (gpu_frame.Frame -> Launch); any other such
+op is an UnsupportedError naming the op and its position.
 """
 from __future__ import annotations
 
@@ -35,11 +36,12 @@ from llvmlite import ir
 from ..errors import UnsupportedError
 from ..ir import Computation, Instruction, Module
 from ..kernels import executed_computations
-from . import fallback, nvptx, phases
+from . import emit_gpu_scatter, emit_gpu_sort, fallback, nvptx, phases
 from .elemental import Elemental, Source
 from .emit_gpu_reduce import ROW_THREADS, emit_rows, row_reduce, rows_of
 from .emit_kernel import PHASES, array_constants, kernel_outputs, store_outputs
 from .emit_loops import Index
+from .gpu_frame import Frame, Launch
 from .gpu_loops import grid_stride_range
 from .intrinsics import set_math_library
 from .ltypes import I64, PTR, VOID
@@ -50,19 +52,29 @@ LOOP_THREADS = 256                 # threads per block of a loop kernel
 # Ops with a loop structure of their own that a GPU thread computes one output element of
 # (looping over the reduced elements or the window, as elemental.py's generators do).
 PER_THREAD = frozenset({"reduce", "reduce-window"})
+# Kernels that are one op with a frame of their own: opcode -> frame(Frame) -> Launch.
+GPU_FRAMES = {"sort": emit_gpu_sort.emit_sort, "topk": emit_gpu_sort.emit_sort,
+              "custom-call": emit_gpu_sort.emit_sort,             # XLA:CPU's TopK
+              "scatter": emit_gpu_scatter.emit_scatter,
+              "select-and-scatter": emit_gpu_scatter.emit_select_and_scatter}
+# The frames that take a scratch buffer: opcode -> its bytes for a root (0: none).
+GPU_SCRATCH = {"sort": emit_gpu_sort.scratch_bytes, "topk": emit_gpu_sort.scratch_bytes,
+               "custom-call": emit_gpu_sort.scratch_bytes}
 
 
 @dataclass
 class GpuKernel:
     """An emitted kernel: its LLVM IR (NVPTX triple), what the host passes it, and how to
-    launch it (`blocks` blocks of `threads` threads; any grid is correct, this one gives
-    each thread one element, or each block one row of a row reduction).
+    launch it (`blocks` blocks of `threads` threads; a loop or reduce kernel is correct for
+    any grid, this one gives each thread one element, or each block one row of a row
+    reduction; a frame's docstring says which grids it is correct for).
 
     What the host program (gpu_runtime.py) does around each launch: `shared_bytes` of
-    dynamic shared memory per block; when `scratch_bytes` > 0, one more pointer argument
-    after the inputs, a device buffer of that many bytes zeroed before every launch; each
-    (output k, input j) of `initial_copies` copies input j into output k before the launch
-    (a kernel that updates part of its output in place)."""
+    dynamic shared memory per block; when `scratch_bytes` > 0, one more pointer argument,
+    last: a device buffer of that many bytes zeroed before every launch; each pair
+    (output leaf i, input j) of `initial_copies` copies input j's bytes into output i
+    before the launch (a scatter's output starts as its operand; the kernel then only
+    writes the updated elements)."""
     name: str
     ir: str
     n_outputs: int                     # output buffers (a tuple-shaped output has several)
@@ -82,42 +94,61 @@ def unsupported(inst: Instruction, why: str) -> UnsupportedError:
 
 
 def emit_gpu_kernel(comp: Computation, name: str, arch: str = nvptx.DEFAULT_ARCH) -> GpuKernel:
-    """Emit kernel `comp` as NVPTX kernel `name`: a row reduction (emit_gpu_reduce), else
-    one thread per output element."""
+    """Emit kernel `comp` as NVPTX kernel `name`: one op's frame (GPU_FRAMES), a row
+    reduction (emit_gpu_reduce), else one thread per output element."""
     groups = phases.split(comp, fallback.why_not)
-    for g in groups:
-        if g.fallback:
-            raise unsupported(g.root, g.fallback)
-        if g.root.opcode in PHASES and g.root.opcode not in PER_THREAD:
-            raise unsupported(g.root, "only loop kernels (elementwise, data movement) and "
-                                      "reductions have GPU code so far")
     outputs = kernel_outputs(comp)
+    framed = _framed(groups, outputs)
     leaves = [(o, s) for o in outputs for s in (o.shape.leaves() if o.shape.is_tuple
                                                 else [o.shape])]
     inputs = comp.parameters + array_constants(comp)
+    scratch = GPU_SCRATCH.get(framed.opcode, lambda _: 0)(framed) if framed else 0
 
     mod = nvptx.new_module(name, arch)
     set_math_library(mod, nvptx.libdevice_call)
-    fn = ir.Function(mod, ir.FunctionType(VOID, [PTR] * (len(leaves) + len(inputs))), name)
+    n_args = len(leaves) + len(inputs) + (scratch > 0)
+    fn = ir.Function(mod, ir.FunctionType(VOID, [PTR] * n_args), name)
     fn.calling_convention = "ptx_kernel"
     fn.attributes.add("nounwind")
     for a in fn.args:
         a.add_attribute("noalias")
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    out_ptrs, in_ptrs = fn.args[:len(leaves)], fn.args[len(leaves):]
+    out_ptrs = fn.args[:len(leaves)]
+    in_ptrs = fn.args[len(leaves):len(leaves) + len(inputs)]
     gen = Elemental(b, {id(p): Source(ptr, p.shape) for p, ptr in zip(inputs, in_ptrs)})
     stores = _stores(outputs, leaves, out_ptrs)
-    row = row_reduce(comp, groups, outputs)
-    if row is not None:
+    row = None if framed else row_reduce(comp, groups, outputs)
+    if framed:
+        launch = GPU_FRAMES[framed.opcode](Frame(gen, framed, stores[0][1], inputs,
+                                                 fn.args[-1] if scratch else None))
+    elif row is not None:
         emit_rows(gen, *row, stores)
         rows, _ = rows_of(row[0][0])
-        launch = (ROW_THREADS, max(1, rows))
+        launch = Launch(ROW_THREADS, max(1, rows))
     else:
         elements = _emit_elements(gen, stores)
-        launch = (LOOP_THREADS, max(1, -(-elements // LOOP_THREADS)))
+        launch = Launch(LOOP_THREADS, max(1, -(-elements // LOOP_THREADS)))
     b.ret_void()
     elements = max(s.num_elements for _, s in leaves)
-    return GpuKernel(name, str(mod), len(leaves), len(inputs), elements, comp, *launch)
+    return GpuKernel(name, str(mod), len(leaves), len(inputs), elements, comp, launch.threads,
+                     launch.blocks, scratch, launch.initial_copies)
+
+
+def _framed(groups, outputs) -> Instruction | None:
+    """The root of a kernel that is one op with a frame of its own (stored as the kernel's
+    only output), else None; UnsupportedError for what has no GPU code."""
+    for g in groups:
+        if g.fallback:
+            raise unsupported(g.root, g.fallback)
+        op = g.root.opcode
+        alone = len(groups) == 1 and len(outputs) == 1 and outputs[0] is g.root
+        if op in GPU_FRAMES and not alone:
+            raise unsupported(g.root, "it is fused with other outputs or phases (a kernel "
+                                      f"with a {op} has GPU code when that is all it stores)")
+        if op in PHASES and op not in PER_THREAD | set(GPU_FRAMES):
+            raise unsupported(g.root, "only loop kernels (elementwise, data movement), "
+                                      "reductions, sort and scatter have GPU code so far")
+    return groups[0].root if groups and groups[0].root.opcode in GPU_FRAMES else None
 
 
 def _stores(outputs, leaves, out_ptrs) -> list:

@@ -35,9 +35,10 @@ from .elemental import Elemental
 from .emit_kernel import store_outputs
 from .emit_loops import Index
 from .emit_reduce import Reducer, read_slots, reduce_operands, stack_slots, write_slots
+from .gpu_frame import barrier, shared_array, shared_slot
 from .gpu_loops import special, strided
 from .intrinsics import declare
-from .ltypes import I32, I64, VOID
+from .ltypes import I32, I64
 
 ROW_THREADS = 256                 # threads per block of a row reduction
 WARP = 32
@@ -148,13 +149,12 @@ def _row_result(gen: Elemental, inst, row, tid) -> list:
     reducer = Reducer(gen, inst.attrs["to_apply"])
     init = [gen.value(i, Index.scalar()) for i in inits]
     slots = stack_slots(gen, init)                     # set to the init values per row
-    shared = [[_shared_array(b.module, p.type, WARPS, "warp_values") for p in _parts(v)]
+    shared = [[shared_array(b.module, p.type, WARPS, "warp_values") for p in _parts(v)]
               for v in init]
     result_like = reducer.finish(init)                 # the row's result: its types
-    result = [[_shared_array(b.module, p.type, 1, "row_result") for p in _parts(v)]
+    result = [[shared_array(b.module, p.type, 1, "row_result") for p in _parts(v)]
               for v in result_like]
     lane, warp = b.urem(tid, I64(WARP)), b.udiv(tid, I64(WARP))
-    barrier = declare(b.module, "llvm.nvvm.barrier0", VOID, [])
     with strided(b, tid, I64(ROW_THREADS), length) as j:
         gen.push_scope()
         index = Index(in_dims, linear=b.add(b.mul(row, I64(length)), j))
@@ -164,13 +164,13 @@ def _row_result(gen: Elemental, inst, row, tid) -> list:
     warp_value = _combine(b, reducer, read_slots(gen, slots), WARP)
     with b.if_then(b.icmp_unsigned("==", lane, I64(0))):
         _store_parts(b, shared, warp_value, warp)
-    b.call(barrier, [])
+    barrier(b)
     with b.if_then(b.icmp_unsigned("==", warp, I64(0))):
         mine = _load_parts(b, shared, init, b.urem(lane, I64(WARPS)))
         total = reducer.finish(_combine(b, reducer, mine, WARPS))
         with b.if_then(b.icmp_unsigned("==", lane, I64(0))):
             _store_parts(b, result, total, I64(0))
-    b.call(barrier, [])
+    barrier(b)
     return _load_parts(b, result, result_like, I64(0))
 
 
@@ -219,26 +219,12 @@ def _shuffle(b, v, offset: int):
     return out if isinstance(v.type, ir.IntType) else b.bitcast(out, v.type)
 
 
-def _shared_array(mod: ir.Module, t: ir.Type, n: int, name: str):
-    """n slots of type `t` in the block's shared memory (address space 3)."""
-    arr = ir.ArrayType(t, n)
-    gv = ir.GlobalVariable(mod, arr, mod.get_unique_name(name), addrspace=3)
-    gv.linkage = "internal"
-    gv.initializer = ir.Constant(arr, ir.Undefined)
-    gv.align = 8
-    return gv
-
-
-def _slot(b, array, i):
-    return b.gep(array, [I64(0), i], inbounds=True)
-
-
 def _store_parts(b, shared, values, i) -> None:
     for arrays, v in zip(shared, values):
         for a, p in zip(arrays, _parts(v)):
-            b.store(p, _slot(b, a, i))
+            b.store(p, shared_slot(b, a, i))
 
 
 def _load_parts(b, shared, like, i) -> list:
-    return [_rebuild(v, [b.load(_slot(b, a, i), typ=a.value_type.element) for a in arrays])
-            for arrays, v in zip(shared, like)]
+    return [_rebuild(v, [b.load(shared_slot(b, a, i), typ=a.value_type.element)
+                         for a in arrays]) for arrays, v in zip(shared, like)]

@@ -21,7 +21,7 @@ from .emit_loops import Index, const, delinearize, for_range, linearize
 from .ltypes import I8, I32, I64, elem, store
 
 
-def _geometry(inst):
+def geometry(inst):
     dims = inst.operands[0].shape.dims
     d = inst.attrs["dimensions"][0] if inst.opcode == "sort" else len(dims) - 1
     length = dims[d]
@@ -30,12 +30,28 @@ def _geometry(inst):
 
 
 def plan_sort(inst):
-    dims, d, length, rows = _geometry(inst)
+    dims, d, length, rows = geometry(inst)
     passes = max(1, math.ceil(math.log2(max(length, 2))))
     return rows, float(rows * length * passes * len(inst.operands)), 2 * 8 * max(length, 1) + 64
 
 
-def _order(gen, inst, element):
+def row_elements(gen, inst, row):
+    """(coords(position), element(k, position)) of sort row `row` (the linear index over
+    every dimension but the sorted one): a position's coordinates, operand k's value there."""
+    dims, d, _, _ = geometry(inst)
+    outer = delinearize(gen.b, row, [n for k, n in enumerate(dims) if k != d])
+
+    def coords(position):
+        c = list(outer)
+        c.insert(d, position)
+        return c
+
+    def element(k, position):
+        return gen.value(inst.operands[k], Index(dims, values=coords(position)))
+    return coords, element
+
+
+def order(gen, inst, element):
     """before(x, y): whether position x sorts strictly before position y."""
     b = gen.b
     if inst.opcode == "sort":
@@ -61,28 +77,18 @@ def _order(gen, inst, element):
 def emit_sort(kb, inst, dests, lo, hi):
     b = kb.b
     gen = kb.elemental()
-    dims, d, length, rows = _geometry(inst)
+    dims, d, length, rows = geometry(inst)
     if length == 0:
         return
-    other = [n for k, n in enumerate(dims) if k != d]
     per_thread = 2 * 8 * length + 64
     scratch = b.gep(kb.scratch, [b.mul(kb.slot, I64(per_thread))], inbounds=True, source_etype=I8)
     buffers = [scratch, b.gep(scratch, [I64(length)], inbounds=True, source_etype=I64)]
-    ops = inst.operands
     passes = math.ceil(math.log2(length)) if length > 1 else 0
     i_slot, j_slot = gen.alloca(I64), gen.alloca(I64)
 
     with for_range(b, lo, hi, "row", vectorize=False) as r:
-        outer = delinearize(b, r, other)
-
-        def coords(position):
-            c = list(outer)
-            c.insert(d, position)
-            return c
-
-        def element(k, position):
-            return gen.value(ops[k], Index(dims, values=coords(position)))
-        before = _order(gen, inst, element)
+        coords, element = row_elements(gen, inst, r)
+        before = order(gen, inst, element)
 
         with for_range(b, 0, length, "init") as i:
             b.store(i, _at(b, buffers[0], i))
@@ -117,9 +123,7 @@ def emit_sort(kb, inst, dests, lo, hi):
         with for_range(b, 0, count, "out") as pos:
             gen.push_scope()
             src_pos = b.load(_at(b, final, pos), typ=I64)
-            c = list(outer)
-            c.insert(d, pos)
-            lin = const(linearize(b, c, out_dims))
+            lin = const(linearize(b, coords(pos), out_dims))
             if inst.opcode == "sort":
                 for k, dest in enumerate(dests):
                     store(b, element(k, src_pos), dest.ptr, dest.et, lin)

@@ -1,0 +1,56 @@
+"""What a GPU kernel frame of its own (sort, scatter, ...) is given and what it returns.
+
+emit_gpu.py builds the kernel function and hands a frame in `GPU_FRAMES` a `Frame`: the
+elemental generator over the kernel's inputs, the phase root it computes, where its output
+leaves go, the inputs in argument order, and the scratch buffer when the frame asked for
+one. The frame emits the body and returns its `Launch`: the grid it is correct for, and
+what the host must do before launching it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from llvmlite import ir
+
+from ..ir import Instruction
+from .elemental import Elemental, Source
+from .intrinsics import declare
+from .ltypes import I64, VOID
+
+
+@dataclass
+class Frame:
+    gen: Elemental
+    root: Instruction
+    dests: list[Source]                # one per leaf of root's shape
+    inputs: list[Instruction]          # the kernel's inputs, in argument order
+    scratch: ir.Value | None = None    # the zeroed scratch buffer, if the frame has one
+
+
+@dataclass
+class Launch:
+    """`blocks` blocks of `threads` threads; before the launch the host copies input
+    `j` into output leaf `i` for each (i, j) of `initial_copies` (same bytes)."""
+    threads: int
+    blocks: int
+    initial_copies: tuple[tuple[int, int], ...] = ()
+
+
+def barrier(b: ir.IRBuilder) -> None:
+    """`bar.sync 0`: every thread of the block waits here; shared and global memory writes
+    before it are visible to the block after it."""
+    b.call(declare(b.module, "llvm.nvvm.barrier0", VOID, []), [])
+
+
+def shared_array(mod: ir.Module, t: ir.Type, n: int, name: str):
+    """n slots of type `t` in the block's shared memory (address space 3)."""
+    arr = ir.ArrayType(t, n)
+    gv = ir.GlobalVariable(mod, arr, mod.get_unique_name(name), addrspace=3)
+    gv.linkage = "internal"
+    gv.initializer = ir.Constant(arr, ir.Undefined)
+    gv.align = 8
+    return gv
+
+
+def shared_slot(b: ir.IRBuilder, array, i):
+    return b.gep(array, [I64(0), i], inbounds=True)
