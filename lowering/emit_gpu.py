@@ -130,8 +130,9 @@ def emit_gpu_kernel(comp: Computation, name: str, arch: str = nvptx.DEFAULT_ARCH
         launch = Launch(LOOP_THREADS, max(1, -(-elements // LOOP_THREADS)))
     b.ret_void()
     elements = max(s.num_elements for _, s in leaves)
-    return GpuKernel(name, str(mod), len(leaves), len(inputs), elements, comp, launch.threads,
-                     launch.blocks, scratch, launch.initial_copies)
+    return GpuKernel(name, str(mod), len(leaves), len(inputs), elements, comp,
+                     threads=launch.threads, blocks=launch.blocks, scratch_bytes=scratch,
+                     initial_copies=launch.initial_copies)
 
 
 def _framed(groups, outputs) -> Instruction | None:
