@@ -15,8 +15,8 @@ per kernel), program / buffers / driver (the host program, buffer assignment, it
 driver), jit / compile_worker (LLVM, the cache, parallel compilation), libcalls / objfile
 (what compiled code may call: our soft-float helpers, the runtime's symbols, the check
 before loading), runtime (Executable),
-fallback (what the interpreter runs instead); emit_gpu / emit_gpu_reduce / gpu_loops /
-nvptx (PTX for GPU loop and reduce kernels, sharing the elemental generator and reducers). docs/lowering.md tells the whole story.
+fallback (what the interpreter runs instead); emit_gpu / emit_gpu_reduce / emit_gpu_split /
+emit_gpu_columns / gpu_combine / gpu_loops / nvptx (PTX for GPU loop and reduce kernels, sharing the elemental generator and reducers). docs/lowering.md tells the whole story.
 """
 from __future__ import annotations
 

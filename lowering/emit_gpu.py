@@ -19,9 +19,11 @@ body of every CPU loop too. The GPU's part is the frame around that body:
 * math that the CPU takes from libm (f64 functions, f32 ones mathlib.py does not inline)
   from libdevice (nvptx.py).
 
-A kernel that is one stored row reduction has a frame of its own (emit_gpu_reduce.py); any
-other reduce or reduce-window is computed per output element by its elemental generator
-inside this loop (a fold over the reduced elements per thread: correct, not fast). A kernel
+Kernels with another structure get a frame of their own, chosen per phase root opcode by
+GPU_FRAMES: reductions by rows (emit_gpu_reduce.py, emit_gpu_split.py) or columns
+(emit_gpu_columns.py); any other reduce or reduce-window is computed per output element by
+its elemental generator inside this loop (a fold over the reduced elements per thread:
+correct, not fast). A kernel
 that needs another loop structure (dot, convolution, sort, scatter, ...) is an
 UnsupportedError naming the op and its position.
 """
@@ -37,10 +39,12 @@ from ..ir import Computation, Instruction, Module
 from ..kernels import executed_computations
 from . import fallback, nvptx, phases
 from .elemental import Elemental, Source
-from .emit_gpu_reduce import ROW_THREADS, emit_rows, row_reduce, rows_of
+from .emit_gpu_columns import column_reduce
+from .emit_gpu_reduce import row_frame, row_reduce
+from .emit_gpu_split import split_reduce
 from .emit_kernel import PHASES, array_constants, kernel_outputs, store_outputs
 from .emit_loops import Index
-from .gpu_loops import grid_stride_range
+from .gpu_loops import Frame, grid_stride_range
 from .intrinsics import set_math_library
 from .ltypes import I64, PTR, VOID
 from .program import is_view
@@ -65,6 +69,7 @@ class GpuKernel:
     comp: Computation
     threads: int = LOOP_THREADS
     blocks: int = 1
+    scratch_bytes: int = 0             # > 0: a zeroed buffer of this size, the last argument
 
 
 def unsupported(inst: Instruction, why: str) -> UnsupportedError:
@@ -73,8 +78,8 @@ def unsupported(inst: Instruction, why: str) -> UnsupportedError:
 
 
 def emit_gpu_kernel(comp: Computation, name: str, arch: str = nvptx.DEFAULT_ARCH) -> GpuKernel:
-    """Emit kernel `comp` as NVPTX kernel `name`: a row reduction (emit_gpu_reduce), else
-    one thread per output element."""
+    """Emit kernel `comp` as NVPTX kernel `name`: in the frame GPU_FRAMES chooses for one
+    of its phase roots, else one thread per output element."""
     groups = phases.split(comp, fallback.why_not)
     for g in groups:
         if g.fallback:
@@ -87,28 +92,51 @@ def emit_gpu_kernel(comp: Computation, name: str, arch: str = nvptx.DEFAULT_ARCH
                                                 else [o.shape])]
     inputs = comp.parameters + array_constants(comp)
 
+    frame = _frame(comp, groups, outputs)
+    scratch = frame is not None and frame.scratch_bytes > 0
+
     mod = nvptx.new_module(name, arch)
     set_math_library(mod, nvptx.libdevice_call)
-    fn = ir.Function(mod, ir.FunctionType(VOID, [PTR] * (len(leaves) + len(inputs))), name)
+    fn = ir.Function(mod, ir.FunctionType(VOID, [PTR] * (len(leaves) + len(inputs) + scratch)),
+                     name)
     fn.calling_convention = "ptx_kernel"
     fn.attributes.add("nounwind")
     for a in fn.args:
         a.add_attribute("noalias")
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    out_ptrs, in_ptrs = fn.args[:len(leaves)], fn.args[len(leaves):]
+    out_ptrs, in_ptrs = fn.args[:len(leaves)], fn.args[len(leaves):len(leaves) + len(inputs)]
     gen = Elemental(b, {id(p): Source(ptr, p.shape) for p, ptr in zip(inputs, in_ptrs)})
     stores = _stores(outputs, leaves, out_ptrs)
-    row = row_reduce(comp, groups, outputs)
-    if row is not None:
-        emit_rows(gen, *row, stores)
-        rows, _ = rows_of(row[0][0])
-        launch = (ROW_THREADS, max(1, rows))
+    if frame is not None:
+        frame.emit(gen, stores, fn.args[-1] if scratch else None)
+        launch = (frame.threads, frame.blocks, frame.scratch_bytes)
     else:
         elements = _emit_elements(gen, stores)
         launch = (LOOP_THREADS, max(1, -(-elements // LOOP_THREADS)))
     b.ret_void()
     elements = max(s.num_elements for _, s in leaves)
     return GpuKernel(name, str(mod), len(leaves), len(inputs), elements, comp, *launch)
+
+
+def _reduce_frame(comp, groups, outputs) -> Frame | None:
+    """Row reductions (few long rows split over blocks), else column reductions."""
+    row = row_reduce(comp, groups, outputs)
+    if row is None:
+        return column_reduce(comp, groups, outputs)
+    return split_reduce(comp, row[0]) or row_frame(*row)
+
+
+# Kernel frames by phase root opcode: each chooses a frame for the kernel or declines (None).
+GPU_FRAMES = {"reduce": _reduce_frame}
+
+
+def _frame(comp, groups, outputs) -> Frame | None:
+    roots = {g.root.opcode for g in groups}
+    for opcode, choose in GPU_FRAMES.items():
+        frame = choose(comp, groups, outputs) if opcode in roots else None
+        if frame is not None:
+            return frame
+    return None
 
 
 def _stores(outputs, leaves, out_ptrs) -> list:

@@ -1,5 +1,5 @@
-"""GPU row reductions: one thread block per output row, combined through warp shuffles and
-shared memory.
+"""GPU row reductions: a thread block per output row, combined through warp shuffles and
+shared memory; a group of a warp's lanes per row for short rows.
 
 A kernel whose reduces all reduce the minor-most dimensions of one input shape (a layer
 norm's row sums, a softmax's max and then sum, a reduce to a scalar), whose other outputs
@@ -12,12 +12,18 @@ reduce in turn:
    producers, and earlier reduces' results, are computed inline);
 2. each warp combines its 32 accumulators by butterfly shuffles (`shfl.sync.bfly`), after
    which lane 0 holds the warp's value and writes it to shared memory;
-3. after a barrier, warp 0 combines the WARPS values the same way and lane 0 rounds the
+3. after a barrier, warp 0 combines the warp values the same way and lane 0 rounds the
    result and writes it to shared memory, which every thread reads after a second barrier.
 
 Then thread 0 stores the results and the epilogue, and the block the row outputs. Every
 write to shared memory in the next row comes after a barrier that this row's readers of
 that memory have passed, so a row ends without one.
+
+A row shorter than ROW_THREADS would leave most of a block idle: it gets a group of
+`lanes` lanes instead (the power of two covering it, at most a warp), several rows per
+block, and the butterfly within the group leaves the result in every lane of the group:
+no shared memory, no barrier. Few long rows are split over several blocks
+(emit_gpu_split.py).
 
 The fold and every combination apply the reducer as the CPU does (`emit_reduce.Reducer`:
 single-op reducers as the op with narrow floats accumulated in f32, any other computation
@@ -28,21 +34,17 @@ from __future__ import annotations
 
 import math
 
-from llvmlite import ir
-
 from ..ops import is_elementwise
 from .elemental import Elemental
 from .emit_kernel import store_outputs
 from .emit_loops import Index
 from .emit_reduce import Reducer, read_slots, reduce_operands, stack_slots, write_slots
-from .gpu_loops import special, strided
-from .intrinsics import declare
-from .ltypes import I32, I64, VOID
+from .gpu_combine import (WARP, barrier, block_combine, combine, load_parts, shared_like,
+                          store_parts)
+from .gpu_loops import Frame, special, strided
+from .ltypes import I64
 
 ROW_THREADS = 256                 # threads per block of a row reduction
-WARP = 32
-WARPS = ROW_THREADS // WARP
-FULL_MASK = -1                    # every lane of the warp takes part in the shuffle
 
 
 def row_reduce(comp, phases_, outputs):
@@ -62,13 +64,13 @@ def row_reduce(comp, phases_, outputs):
         reduced = sorted(inst.attrs["dimensions"])
         if not reduced or reduced != list(range(rank - len(reduced), rank)):
             return None
-    readers = _row_readers(comp, reduces)
+    readers = result_readers(comp, reduces)
     if readers is None or not all(id(o) in readers for o in outputs):
         return None
     return reduces, [o for o in outputs if readers[id(o)] == "row"]
 
 
-def _row_readers(comp, reduces) -> dict | None:
+def result_readers(comp, reduces) -> dict | None:
     """id -> "at" for the reduces and what reads their results at the output's own position
     (elementwise ops, get-tuple-element), "row" for what reads them broadcast along the row
     (a broadcast over the reduced dimensions, then elementwise ops); None if something
@@ -111,24 +113,44 @@ def rows_of(inst) -> tuple[int, int]:
     return _row_shape(inst).num_elements, length
 
 
-def emit_rows(gen: Elemental, reduces: list, row_outputs: list, stores: list) -> None:
-    """The body of a row-reduce kernel: per row, each reduce's result in turn (shared with
-    the whole block, bound for what reads it), then each output (root, dests): thread 0
-    stores the reduces' leaves and the epilogue, the block the `row_outputs`."""
+def row_frame(reduces: list, row_outputs: list) -> Frame:
+    """A block of ROW_THREADS threads per row, or for rows shorter than that a group of
+    `lanes` lanes of a warp per row (the smallest power of two covering the row, at most
+    a warp), ROW_THREADS // lanes rows per block."""
+    rows, length = rows_of(reduces[0])
+    lanes = ROW_THREADS if length >= ROW_THREADS else min(WARP, 1 << (length - 1).bit_length())
+    return Frame(lambda gen, stores, _: emit_rows(gen, reduces, row_outputs, stores, lanes),
+                 ROW_THREADS, max(1, -(-rows // (ROW_THREADS // lanes))))
+
+
+def emit_rows(gen: Elemental, reduces: list, row_outputs: list, stores: list,
+              lanes: int) -> None:
+    """The body of a row-reduce kernel, `lanes` threads per row: per row, each reduce's
+    result in turn (shared with the row's threads, bound for what reads it), then each
+    output (root, dests): the row's first thread stores the reduces' leaves and the
+    epilogue, the row's threads the `row_outputs`. Blocks stride over the rows, so any
+    grid of ROW_THREADS-thread blocks is correct."""
     b = gen.b
     rows, length = rows_of(reduces[0])
+    per_block = ROW_THREADS // lanes
     tid = special(b, "tid.x")
-    with strided(b, special(b, "ctaid.x"), special(b, "nctaid.x"), rows) as row:
+    lane, group = (tid, I64(0)) if per_block == 1 else \
+        (b.urem(tid, I64(lanes)), b.udiv(tid, I64(lanes)))
+    start = b.mul(special(b, "ctaid.x"), I64(per_block))
+    step = b.mul(special(b, "nctaid.x"), I64(per_block))
+    with strided(b, start, step, -(-rows // per_block) * per_block) as first:
+        row = b.add(first, group)                        # the loop is uniform in the block;
+        here = b.icmp_unsigned("<", row, I64(rows))      # a group past the end idles
         for inst in reduces:
-            total = _row_result(gen, inst, row, tid)
+            total = _row_result(gen, inst, row, here, lane, lanes)
             gen.bindings[id(inst)] = total if inst.shape.is_tuple else total[0]
-        with b.if_then(b.icmp_unsigned("==", tid, I64(0))):
+        with b.if_then(b.and_(here, b.icmp_unsigned("==", lane, I64(0)))):
             store_outputs(gen, [(o, dests, None) for o, dests in stores
                                 if all(o is not r for r in row_outputs)],
                           Index(_row_shape(reduces[0]).dims, linear=row), row)
         if row_outputs:
             in_dims = reduces[0].operands[0].shape.dims
-            with strided(b, tid, I64(ROW_THREADS), length) as j:
+            with b.if_then(here), strided(b, lane, I64(lanes), length) as j:
                 at = b.add(b.mul(row, I64(length)), j)
                 store_outputs(gen, [(o, dests, None) for o, dests in stores
                                     if any(o is r for r in row_outputs)],
@@ -137,10 +159,18 @@ def emit_rows(gen: Elemental, reduces: list, row_outputs: list, stores: list) ->
             del gen.bindings[id(inst)]
 
 
-def _row_result(gen: Elemental, inst, row, tid) -> list:
-    """Reduce `inst`'s result for `row`, in every thread of the block: strided folds,
-    warp butterflies, warp values through shared memory, warp 0's butterfly, and lane 0's
-    result through shared memory, each hand-over behind a barrier."""
+def fold(gen: Elemental, reducer, inputs, slots, index: Index) -> None:
+    """Accumulate the reduce's input elements at `index` into `slots`."""
+    gen.push_scope()
+    xs = [gen.value(x, index) for x in inputs]
+    write_slots(gen, slots, reducer(read_slots(gen, slots), xs))
+    gen.pop_scope()
+
+
+def _row_result(gen: Elemental, inst, row, here, lane, lanes: int) -> list:
+    """Reduce `inst`'s result for `row`, in each of its `lanes` threads: strided folds,
+    then a butterfly within the group of lanes, or for a whole block the block's
+    combination and lane 0's result through shared memory (behind a barrier)."""
     b = gen.b
     inputs, inits = reduce_operands(inst)
     in_dims = inputs[0].shape.dims
@@ -148,97 +178,14 @@ def _row_result(gen: Elemental, inst, row, tid) -> list:
     reducer = Reducer(gen, inst.attrs["to_apply"])
     init = [gen.value(i, Index.scalar()) for i in inits]
     slots = stack_slots(gen, init)                     # set to the init values per row
-    shared = [[_shared_array(b.module, p.type, WARPS, "warp_values") for p in _parts(v)]
-              for v in init]
+    with b.if_then(here), strided(b, lane, I64(lanes), length) as j:
+        fold(gen, reducer, inputs, slots, Index(in_dims, linear=b.add(b.mul(row, I64(length)), j)))
+    if lanes <= WARP:
+        return reducer.finish(combine(b, reducer, read_slots(gen, slots), lanes))
+    total = block_combine(gen, reducer, read_slots(gen, slots), lane, lanes)
     result_like = reducer.finish(init)                 # the row's result: its types
-    result = [[_shared_array(b.module, p.type, 1, "row_result") for p in _parts(v)]
-              for v in result_like]
-    lane, warp = b.urem(tid, I64(WARP)), b.udiv(tid, I64(WARP))
-    barrier = declare(b.module, "llvm.nvvm.barrier0", VOID, [])
-    with strided(b, tid, I64(ROW_THREADS), length) as j:
-        gen.push_scope()
-        index = Index(in_dims, linear=b.add(b.mul(row, I64(length)), j))
-        xs = [gen.value(x, index) for x in inputs]
-        write_slots(gen, slots, reducer(read_slots(gen, slots), xs))
-        gen.pop_scope()
-    warp_value = _combine(b, reducer, read_slots(gen, slots), WARP)
+    result = shared_like(b, result_like, 1, "row_result")
     with b.if_then(b.icmp_unsigned("==", lane, I64(0))):
-        _store_parts(b, shared, warp_value, warp)
-    b.call(barrier, [])
-    with b.if_then(b.icmp_unsigned("==", warp, I64(0))):
-        mine = _load_parts(b, shared, init, b.urem(lane, I64(WARPS)))
-        total = reducer.finish(_combine(b, reducer, mine, WARPS))
-        with b.if_then(b.icmp_unsigned("==", lane, I64(0))):
-            _store_parts(b, result, total, I64(0))
-    b.call(barrier, [])
-    return _load_parts(b, result, result_like, I64(0))
-
-
-def _combine(b, reducer, values: list, lanes: int) -> list:
-    """Butterfly over `lanes` lanes: afterwards lane 0 (and every lane) holds the reducer
-    applied over the values of lanes 0..lanes-1."""
-    offset = lanes // 2
-    while offset:
-        others = [_rebuild(v, [_shuffle(b, p, offset) for p in _parts(v)]) for v in values]
-        values = reducer(values, others)
-        offset //= 2
-    return values
-
-
-def _parts(v) -> list:
-    """A value's scalar registers (a complex value is a pair)."""
-    return list(v) if isinstance(v, tuple) else [v]
-
-
-def _rebuild(like, parts: list):
-    return tuple(parts) if isinstance(like, tuple) else parts[0]
-
-
-def _bits(t: ir.Type) -> int:
-    if isinstance(t, ir.IntType):
-        return t.width
-    return {ir.HalfType: 16, ir.FloatType: 32, ir.DoubleType: 64}[type(t)]
-
-
-def _shuffle(b, v, offset: int):
-    """`v` of the lane whose number differs in bit `offset`, moved as 32-bit pieces
-    (shfl.sync moves one i32 per call)."""
-    shfl = declare(b.module, "llvm.nvvm.shfl.sync.bfly.i32", I32, [I32, I32, I32, I32])
-    bits = _bits(v.type)
-    as_int = v if isinstance(v.type, ir.IntType) else b.bitcast(v, ir.IntType(bits))
-    pieces = -(-bits // 32)
-    wide = ir.IntType(32 * pieces)
-    x = b.zext(as_int, wide) if bits < 32 * pieces else as_int
-    out = None
-    for k in range(pieces):
-        piece = b.trunc(b.lshr(x, wide(32 * k)), I32) if pieces > 1 else x
-        moved = b.call(shfl, [I32(FULL_MASK), piece, I32(offset), I32(WARP - 1)])
-        moved = b.shl(b.zext(moved, wide), wide(32 * k)) if pieces > 1 else moved
-        out = moved if out is None else b.or_(out, moved)
-    out = b.trunc(out, ir.IntType(bits)) if bits < 32 * pieces else out
-    return out if isinstance(v.type, ir.IntType) else b.bitcast(out, v.type)
-
-
-def _shared_array(mod: ir.Module, t: ir.Type, n: int, name: str):
-    """n slots of type `t` in the block's shared memory (address space 3)."""
-    arr = ir.ArrayType(t, n)
-    gv = ir.GlobalVariable(mod, arr, mod.get_unique_name(name), addrspace=3)
-    gv.linkage = "internal"
-    gv.initializer = ir.Constant(arr, ir.Undefined)
-    gv.align = 8
-    return gv
-
-
-def _slot(b, array, i):
-    return b.gep(array, [I64(0), i], inbounds=True)
-
-
-def _store_parts(b, shared, values, i) -> None:
-    for arrays, v in zip(shared, values):
-        for a, p in zip(arrays, _parts(v)):
-            b.store(p, _slot(b, a, i))
-
-
-def _load_parts(b, shared, like, i) -> list:
-    return [_rebuild(v, [b.load(_slot(b, a, i), typ=a.value_type.element) for a in arrays])
-            for arrays, v in zip(shared, like)]
+        store_parts(b, result, reducer.finish(total), I64(0))
+    barrier(b)
+    return load_parts(b, result, result_like, I64(0))

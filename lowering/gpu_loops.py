@@ -1,6 +1,9 @@
 """Thread positions and strided loops of GPU kernels (the NVPTX special registers)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Callable
+
 from llvmlite import ir
 
 from .intrinsics import declare
@@ -48,3 +51,16 @@ def grid_stride_range(b: ir.IRBuilder, n: int) -> strided:
     threads = special(b, "ntid.x")
     start = b.add(b.mul(special(b, "ctaid.x"), threads), special(b, "tid.x"))
     return strided(b, start, b.mul(threads, special(b, "nctaid.x")), n)
+
+
+@dataclass
+class Frame:
+    """A kernel structure other than one thread per output element, chosen for a kernel:
+    `emit(gen, stores, scratch)` writes its body (`stores`: each output with its
+    destinations; `scratch`: the scratch pointer, or None), and the kernel is launched as
+    `blocks` blocks of `threads` threads, with a zeroed buffer of `scratch_bytes` bytes
+    when that is > 0."""
+    emit: Callable
+    threads: int
+    blocks: int
+    scratch_bytes: int = 0

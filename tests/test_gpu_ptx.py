@@ -322,17 +322,6 @@ def test_reduce_read_transposed_is_computed_per_element(tmp_path):
     assemble(ptx, tmp_path)
 
 
-@needs_ptxas
-def test_column_reduction_is_one_thread_per_output(tmp_path):
-    """A reduce keeping the minor dimension: each thread folds its output's column (no
-    shuffles), one thread per output element."""
-    kernel = _only_kernel(reduce_module("f32", "add", "0", dims="{0}", shape="[1000,300]"))
-    assert (kernel.threads, kernel.blocks, kernel.elements) == (256, 2, 300)
-    ptx = nvptx.ptx([kernel.ir], [kernel.name])
-    assert "shfl" not in ptx and "bar.sync" not in ptx
-    assemble(ptx, tmp_path)
-
-
 def test_loop_kernel_launch_covers_its_elements_with_one_thread_each():
     kernel = emit_gpu.emit_kernels(fuse(hlo_opt.parse(ELEMENTWISE), "gpu"))[0]
     assert (kernel.threads, kernel.blocks, kernel.elements) == (256, 8, 64 * 32)

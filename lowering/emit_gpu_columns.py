@@ -1,0 +1,123 @@
+"""GPU column reductions: a reduce over dimensions that are not the minor-most, read by
+warps along the kept minor dimension (coalesced), its partials transposed through shared
+memory and combined by warp shuffles.
+
+The input is seen as [outer, rows, columns]: the kept dimensions before the reduced ones,
+the reduced ones (one contiguous run), the kept ones after them. A block of ROW_THREADS
+threads takes a tile of TILE consecutive columns of one outer index (blocks stride over
+the tiles): thread (part, lane) = (tid / TILE, tid % TILE) folds rows part, part + PARTS,
+... of column lane, so a warp reads TILE consecutive elements of a row. The PARTS partials
+of each column go to shared memory (a row of the tile per part), and after a barrier each
+warp reads them transposed: lanes PARTS * k .. PARTS * k + PARTS - 1 of warp w take the
+partials of column GROUPS * w + k, combined by a butterfly over PARTS lanes; the first of
+those lanes stores the column's outputs. Several reduces of the same input shape and
+dimensions (a multi-output fusion), and an epilogue reading their results at the output
+position, run in the same pass. A second barrier ends a tile, since the next tile's
+partials overwrite this one's.
+"""
+from __future__ import annotations
+
+import math
+
+from .elemental import Elemental
+from .emit_gpu_reduce import ROW_THREADS, fold, result_readers
+from .emit_kernel import store_outputs
+from .emit_loops import Index, add, mul, udiv, urem
+from .emit_reduce import Reducer, read_slots, reduce_operands, stack_slots
+from .gpu_combine import WARP, barrier, combine, load_parts, shared_like, store_parts
+from .gpu_loops import Frame, special, strided
+from .ltypes import I64
+
+TILE = WARP                       # columns per block: one warp reads them in one access
+PARTS = ROW_THREADS // TILE       # threads along the rows per column: partials per column
+GROUPS = WARP // PARTS            # columns a warp combines at once
+# Shared memory row stride, in slots: a warp writes one row (TILE consecutive slots) and
+# reads PARTS rows of GROUPS columns; with the stride 4 (mod 32) past a multiple of the 32
+# banks, both touch 32 different banks for 32-bit values.
+STRIDE = TILE + 4
+
+
+def column_layout(inst) -> tuple[int, int, int] | None:
+    """(outer, rows, columns) of a reduce over one contiguous run of dimensions followed by
+    kept ones, else None."""
+    dims = inst.operands[0].shape.dims
+    reduced = sorted(inst.attrs["dimensions"])
+    if not reduced or reduced != list(range(reduced[0], reduced[-1] + 1)) or \
+            reduced[-1] == len(dims) - 1:
+        return None
+    first, end = reduced[0], reduced[-1] + 1
+    return math.prod(dims[:first]), math.prod(dims[first:end]), math.prod(dims[end:])
+
+
+def column_reduce(comp, phases_, outputs) -> Frame | None:
+    """The column frame for a kernel whose reduces all reduce the same dimensions of one
+    input shape, column-wise, and whose other outputs are an epilogue of their results at
+    the output position; else None."""
+    reduces = [p.root for p in phases_ if p.root.opcode == "reduce"]
+    if not reduces or len({(r.operands[0].shape.dims, tuple(sorted(r.attrs["dimensions"])))
+                           for r in reduces}) != 1:
+        return None
+    layout = column_layout(reduces[0])
+    readers = result_readers(comp, reduces)
+    if layout is None or readers is None or set(readers.values()) != {"at"} or \
+            not all(id(o) in readers for o in outputs):
+        return None
+    outer, _, columns = layout
+    return Frame(lambda gen, stores, _: emit_columns(gen, reduces, stores, layout),
+                 ROW_THREADS, max(1, outer * -(-columns // TILE)))
+
+
+def partial_slot(b, part, column):
+    """Shared-memory slot of the partial of tile column `column` from thread row `part`
+    (ints or IR values)."""
+    return add(b, mul(b, part, STRIDE), column)
+
+
+def combined_by(b, tid):
+    """(part, column): which partial thread `tid` reads in the transposed combination."""
+    lane, warp = urem(b, tid, WARP), udiv(b, tid, WARP)
+    return urem(b, lane, PARTS), add(b, mul(b, warp, GROUPS), udiv(b, lane, PARTS))
+
+
+def emit_columns(gen: Elemental, reduces: list, stores: list, layout) -> None:
+    """The body of a column-reduce kernel (any grid of ROW_THREADS-thread blocks)."""
+    b = gen.b
+    outer, rows, columns = layout
+    tiles = -(-columns // TILE)
+    in_dims = reduces[0].operands[0].shape.dims
+    out_dims = (reduces[0].shape.leaves()[0] if reduces[0].shape.is_tuple
+                else reduces[0].shape).dims
+    tid = special(b, "tid.x")
+    part, lane = udiv(b, tid, TILE), urem(b, tid, TILE)
+    my_part, my_column = combined_by(b, tid)
+    with strided(b, special(b, "ctaid.x"), special(b, "nctaid.x"), outer * tiles) as block:
+        o, first = udiv(b, block, tiles), mul(b, urem(b, block, tiles), TILE)
+        column = add(b, first, lane)
+        partials = []
+        for inst in reduces:
+            inputs, inits = reduce_operands(inst)
+            reducer = Reducer(gen, inst.attrs["to_apply"])
+            init = [gen.value(i, Index.scalar()) for i in inits]
+            slots = stack_slots(gen, init)
+            with b.if_then(b.icmp_unsigned("<", column, I64(columns))), \
+                    strided(b, part, I64(PARTS), rows) as r:
+                at = add(b, mul(b, add(b, mul(b, o, rows), r), columns), column)
+                fold(gen, reducer, inputs, slots, Index(in_dims, linear=at))
+            shared = shared_like(b, init, PARTS * STRIDE, "column_partials")
+            store_parts(b, shared, read_slots(gen, slots), partial_slot(b, part, lane))
+            partials.append((inst, reducer, shared, init))
+        barrier(b)
+        for inst, reducer, shared, init in partials:
+            mine = load_parts(b, shared, init, partial_slot(b, my_part, my_column))
+            total = reducer.finish(combine(b, reducer, mine, PARTS))
+            gen.bindings[id(inst)] = total if inst.shape.is_tuple else total[0]
+        out_column = add(b, first, my_column)
+        storing = b.and_(b.icmp_unsigned("==", my_part, I64(0)),
+                         b.icmp_unsigned("<", out_column, I64(columns)))
+        with b.if_then(storing):
+            at = add(b, mul(b, o, columns), out_column)
+            store_outputs(gen, [(o_, dests, None) for o_, dests in stores],
+                          Index(out_dims, linear=at), at)
+        for inst in reduces:
+            del gen.bindings[id(inst)]
+        barrier(b)
