@@ -16,7 +16,9 @@ driver), jit / compile_worker (LLVM, the cache, parallel compilation), libcalls 
 (what compiled code may call: our soft-float helpers, the runtime's symbols, the check
 before loading), runtime (Executable),
 fallback (what the interpreter runs instead); emit_gpu / emit_gpu_reduce / emit_gpu_split /
-emit_gpu_columns / gpu_combine / gpu_loops / nvptx (PTX for GPU loop and reduce kernels, sharing the elemental generator and reducers). docs/lowering.md tells the whole story.
+emit_gpu_columns / emit_gpu_transpose / gpu_combine / gpu_loops / nvptx (PTX for GPU loop
+and reduce kernels, sharing the elemental generator and reducers). docs/lowering.md tells
+the whole story.
 """
 from __future__ import annotations
 

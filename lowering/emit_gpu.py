@@ -19,12 +19,12 @@ body of every CPU loop too. The GPU's part is the frame around that body:
 * math that the CPU takes from libm (f64 functions, f32 ones mathlib.py does not inline)
   from libdevice (nvptx.py).
 
-Kernels with another structure get a frame of their own, chosen per phase root opcode by
-GPU_FRAMES: reductions by rows (emit_gpu_reduce.py, emit_gpu_split.py) or columns
-(emit_gpu_columns.py); any other reduce or reduce-window is computed per output element by
-its elemental generator inside this loop (a fold over the reduced elements per thread:
-correct, not fast). A kernel
-that needs another loop structure (dot, convolution, sort, scatter, ...) is an
+Kernels with another structure get a frame of their own, chosen by GPU_FRAMES per opcode
+the kernel holds: reductions by rows (emit_gpu_reduce.py, emit_gpu_split.py) or columns
+(emit_gpu_columns.py), transposes through shared-memory tiles (emit_gpu_transpose.py). Any
+other reduce or reduce-window is computed per output element by its elemental generator
+inside this loop (a fold over the reduced elements per thread: correct, not fast). A
+kernel that needs another loop structure (dot, convolution, sort, scatter, ...) is an
 UnsupportedError naming the op and its position.
 """
 from __future__ import annotations
@@ -42,6 +42,7 @@ from .elemental import Elemental, Source
 from .emit_gpu_columns import column_reduce
 from .emit_gpu_reduce import row_frame, row_reduce
 from .emit_gpu_split import split_reduce
+from .emit_gpu_transpose import tiled_transpose
 from .emit_kernel import PHASES, array_constants, kernel_outputs, store_outputs
 from .emit_loops import Index
 from .gpu_loops import Frame, grid_stride_range
@@ -126,14 +127,15 @@ def _reduce_frame(comp, groups, outputs) -> Frame | None:
     return split_reduce(comp, row[0]) or row_frame(*row)
 
 
-# Kernel frames by phase root opcode: each chooses a frame for the kernel or declines (None).
-GPU_FRAMES = {"reduce": _reduce_frame}
+# Kernel frames by an opcode the kernel holds (a phase root for ops with loop structures of
+# their own): each chooses a frame for the kernel or declines (None).
+GPU_FRAMES = {"reduce": _reduce_frame, "transpose": tiled_transpose}
 
 
 def _frame(comp, groups, outputs) -> Frame | None:
-    roots = {g.root.opcode for g in groups}
+    held = {x.opcode for x in comp.post_order()}
     for opcode, choose in GPU_FRAMES.items():
-        frame = choose(comp, groups, outputs) if opcode in roots else None
+        frame = choose(comp, groups, outputs) if opcode in held else None
         if frame is not None:
             return frame
     return None
