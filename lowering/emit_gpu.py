@@ -60,8 +60,9 @@ PER_THREAD = frozenset({"reduce", "reduce-window"})
 @dataclass
 class GpuKernel:
     """An emitted kernel: its LLVM IR (NVPTX triple), what the host passes it, and how to
-    launch it (`blocks` blocks of `threads` threads; any grid is correct, this one gives
-    each thread one element, or each block one row of a row reduction)."""
+    launch it (`blocks` blocks of `threads` threads; the frame's docstring says whether
+    other grids are correct: a kernel split over blocks with a scratch buffer needs this
+    one)."""
     name: str
     ir: str
     n_outputs: int                     # output buffers (a tuple-shaped output has several)
@@ -110,13 +111,14 @@ def emit_gpu_kernel(comp: Computation, name: str, arch: str = nvptx.DEFAULT_ARCH
     stores = _stores(outputs, leaves, out_ptrs)
     if frame is not None:
         frame.emit(gen, stores, fn.args[-1] if scratch else None)
-        launch = (frame.threads, frame.blocks, frame.scratch_bytes)
+        launch = dict(threads=frame.threads, blocks=frame.blocks,
+                      scratch_bytes=frame.scratch_bytes)
     else:
         elements = _emit_elements(gen, stores)
-        launch = (LOOP_THREADS, max(1, -(-elements // LOOP_THREADS)))
+        launch = dict(threads=LOOP_THREADS, blocks=max(1, -(-elements // LOOP_THREADS)))
     b.ret_void()
     elements = max(s.num_elements for _, s in leaves)
-    return GpuKernel(name, str(mod), len(leaves), len(inputs), elements, comp, *launch)
+    return GpuKernel(name, str(mod), len(leaves), len(inputs), elements, comp, **launch)
 
 
 def _reduce_frame(comp, groups, outputs) -> Frame | None:

@@ -54,14 +54,19 @@ def split_reduce(comp, reduces: list) -> Frame | None:
     readers = result_readers(comp, reduces)
     if split == 1 or "row" in readers.values():
         return None
-    accumulators = sum(len(r.operands) // 2 for r in reduces)
-    scratch = _tickets_bytes(rows) + accumulators * rows * split * SLOT
     return Frame(lambda gen, stores, ptr: emit_split(gen, reduces, stores, ptr, split),
-                 ROW_THREADS, rows * split, scratch)
+                 ROW_THREADS, rows * split, scratch_bytes(reduces, rows, rows * split))
 
 
-def _tickets_bytes(rows: int) -> int:
-    return -(-4 * rows // SLOT) * SLOT
+def scratch_bytes(reduces: list, counters: int, partials: int) -> int:
+    """Scratch for `counters` ticket counters and `partials` partials of each accumulator
+    of `reduces`."""
+    accumulators = sum(len(r.operands) // 2 for r in reduces)
+    return _tickets_bytes(counters) + accumulators * partials * SLOT
+
+
+def _tickets_bytes(counters: int) -> int:
+    return -(-4 * counters // SLOT) * SLOT
 
 
 def emit_split(gen: Elemental, reduces: list, stores: list, scratch, split: int) -> None:
@@ -83,19 +88,20 @@ def emit_split(gen: Elemental, reduces: list, stores: list, scratch, split: int)
                 fold(gen, reducer, inputs, slots,
                      Index(in_dims, linear=b.add(b.mul(row, I64(length)), j)))
             total = block_combine(gen, reducer, read_slots(gen, slots), tid, ROW_THREADS)
-            partials = [_partials(b, scratch, rows, split, slot + n) for n in range(len(init))]
+            partials = [partials_at(b, scratch, rows, rows * split, slot + n)
+                        for n in range(len(init))]
             with b.if_then(thread0):
                 for v, at in zip(total, partials):
-                    _store(b, v, at(block))
+                    store_partial(b, v, at(block))
             reducers.append((inst, reducer, init, partials))
             slot += len(init)
-        last = _last_ticket(b, scratch, row, split, thread0)
+        last = last_ticket(b, scratch, row, split, thread0)
         with b.if_then(last):
             gpu_fence(b)
             for inst, reducer, init, partials in reducers:
                 slots = stack_slots(gen, init)
                 with strided(b, tid, I64(ROW_THREADS), split) as p:
-                    mine = [_load(b, v, at(b.add(b.mul(row, I64(split)), p)))
+                    mine = [load_partial(b, v, at(b.add(b.mul(row, I64(split)), p)))
                             for v, at in zip(init, partials)]
                     write_slots(gen, slots, reducer(read_slots(gen, slots), mine))
                 total = block_combine(gen, reducer, read_slots(gen, slots), tid, ROW_THREADS)
@@ -110,33 +116,33 @@ def emit_split(gen: Elemental, reduces: list, stores: list, scratch, split: int)
                 del gen.bindings[id(inst)]
 
 
-def _last_ticket(b, scratch, row, split: int, thread0):
-    """Thread 0 publishes the block's partials and draws a ticket from the row's counter;
-    after a barrier every thread knows whether the block drew the last one."""
+def last_ticket(b, scratch, counter, split: int, thread0):
+    """Thread 0 publishes the block's partials (stored by itself, or by threads that
+    fenced and passed a barrier since) and draws a ticket from counter number `counter`;
+    after a barrier every thread knows whether the block drew the last of `split`."""
     flag = shared_array(b.module, I32, 1, "last_ticket")
     at = b.gep(flag, [I64(0), I64(0)], inbounds=True)
     with b.if_then(thread0):
         gpu_fence(b)
-        counter = b.gep(scratch, [b.mul(row, I64(4))], source_etype=I8)
-        ticket = b.atomic_rmw("add", counter, I32(1), "monotonic")
+        at_counter = b.gep(scratch, [b.mul(counter, I64(4))], source_etype=I8)
+        ticket = b.atomic_rmw("add", at_counter, I32(1), "monotonic")
         b.store(b.zext(b.icmp_unsigned("==", ticket, I32(split - 1)), I32), at)
     barrier(b)
     return b.icmp_unsigned("!=", b.load(at, typ=I32), I32(0))
 
 
-def _partials(b, scratch, rows: int, split: int, accumulator: int):
-    """Address of the partial of accumulator number `accumulator` from block `block`
-    (row * split + k)."""
-    base = _tickets_bytes(rows) + accumulator * rows * split * SLOT
-    return lambda block: b.gep(scratch, [b.add(I64(base), b.mul(block, I64(SLOT)))],
-                               source_etype=I8)
+def partials_at(b, scratch, counters: int, partials: int, accumulator: int):
+    """i -> address of partial i of accumulator number `accumulator` (scratch laid out by
+    `scratch_bytes(reduces, counters, partials)`)."""
+    base = _tickets_bytes(counters) + accumulator * partials * SLOT
+    return lambda i: b.gep(scratch, [b.add(I64(base), b.mul(i, I64(SLOT)))], source_etype=I8)
 
 
-def _store(b, value, ptr) -> None:
+def store_partial(b, value, ptr) -> None:
     for n, p in enumerate(parts(value)):
         b.store(p, b.gep(ptr, [I64(8 * n)], source_etype=I8))
 
 
-def _load(b, like, ptr):
+def load_partial(b, like, ptr):
     return rebuild(like, [b.load(b.gep(ptr, [I64(8 * n)], source_etype=I8), typ=p.type)
                           for n, p in enumerate(parts(like))])

@@ -63,15 +63,15 @@ ENTRY e {{
 
 # -------------------------------------------------------------------- column reductions
 
-COLUMNS = {
-    "f32[1024,512] over rows": (reduce_module("f32", "add", "0", "{0}", "[1024,512]"), 16),
-    "f32[8,100,64] over dim 1": (reduce_module("f32", "add", "0", "{1}", "[8,100,64]"), 16),
+COLUMNS = {         # module, tiles, blocks per tile
+    "f32[1024,512] over rows": (reduce_module("f32", "add", "0", "{0}", "[1024,512]"), 16, 8),
+    "f32[8,100,64] over dim 1": (reduce_module("f32", "add", "0", "{1}", "[8,100,64]"), 16, 1),
     "f32[7,50,3,40] over dims 1,2 (partial tiles)":
-        (reduce_module("f32", "maximum", "-inf", "{1,2}", "[7,50,3,40]"), 14),
-    "f64 add": (reduce_module("f64", "add", "0", "{0}", "[300,70]"), 3),
-    "c64 add": (reduce_module("c64", "add", "(0, 0)", "{0}", "[300,70]"), 3),
-    "bf16 maximum": (reduce_module("bf16", "maximum", "-inf", "{0}", "[300,70]"), 3),
-    "s8 minimum": (reduce_module("s8", "minimum", "127", "{0}", "[300,70]"), 3),
+        (reduce_module("f32", "maximum", "-inf", "{1,2}", "[7,50,3,40]"), 14, 1),
+    "f64 add": (reduce_module("f64", "add", "0", "{0}", "[300,70]"), 3, 2),
+    "c64 add": (reduce_module("c64", "add", "(0, 0)", "{0}", "[300,70]"), 3, 2),
+    "bf16 maximum": (reduce_module("bf16", "maximum", "-inf", "{0}", "[300,70]"), 3, 2),
+    "s8 minimum": (reduce_module("s8", "minimum", "127", "{0}", "[100,70]"), 3, 1),
 }
 
 
@@ -79,26 +79,43 @@ COLUMNS = {
 @pytest.mark.parametrize("what", list(COLUMNS))
 def test_column_reduction_is_a_block_per_tile_of_columns(what, tmp_path):
     """A reduce keeping the minor dimension: a block of ROW_THREADS threads per tile of 32
-    columns of one outer index; partials through shared memory (stored, a barrier, read
-    transposed), combined by a butterfly over the 8 partials of a column, and a second
-    barrier before the next tile."""
-    text, blocks = COLUMNS[what]
+    columns of one outer index (and share of its rows); partials through shared memory
+    (stored, a barrier, read transposed), combined by a butterfly over the 8 partials of a
+    column, and a barrier before the next tile. A tile split over blocks adds a scratch
+    buffer (a ticket counter per tile, a 16-byte partial per column and block), one
+    atomic ticket and two barriers around it."""
+    text, tiles, split = COLUMNS[what]
     kernel, ptx = _kernel(text)
-    assert (kernel.threads, kernel.blocks, kernel.scratch_bytes) == (ROW_THREADS, blocks, 0)
-    assert ptx.count("bar.sync") == 2 and "st.shared" in ptx and "ld.shared" in ptx
+    assert (kernel.threads, kernel.blocks) == (ROW_THREADS, tiles * split)
+    scratch = 0 if split == 1 else -(-4 * tiles // 16) * 16 + tiles * 32 * split * 16
+    assert kernel.scratch_bytes == scratch
+    assert ptx.count("bar.sync") == (2 if split == 1 else 4)
+    assert ptx.count("atom.global.add.u32") == (split > 1)
+    assert "st.shared" in ptx and "ld.shared" in ptx
     pieces = 2 if what in ("f64 add", "c64 add") else 1      # 32-bit shuffles per step
     assert ptx.count("shfl.sync.bfly.b32") == 3 * pieces
     assemble(ptx, tmp_path)
 
 
+@pytest.mark.parametrize("tiles, rows", [(16, 1024), (1, 1 << 20), (3, 300), (16, 100),
+                                         (2000, 1 << 16), (1, 100)])
+def test_column_split_fills_the_gpu_with_blocks_of_enough_rows(tiles, rows):
+    split = emit_gpu_columns.column_split(tiles, rows)
+    assert 1 <= split <= emit_gpu_split.MAX_SPLIT
+    assert split == 1 or rows // split >= emit_gpu_columns.MIN_ROWS
+    assert tiles * (split - 1) < emit_gpu_split.TARGET_BLOCKS
+
+
 @needs_ptxas
 def test_several_column_reduces_and_their_epilogue_are_one_pass(tmp_path):
     """The sum and the maximum over the rows, and the mean, in one kernel: each reduce's
-    partials through its own shared array, behind the same two barriers."""
+    partials through its own shared array and scratch partials, behind the same barriers
+    and ticket."""
     kernel, ptx = _entry_kernel(stats_module("[1000,300]", "{0}", "[300]"))
-    assert (kernel.blocks, kernel.n_outputs) == (10, 3)
-    assert ptx.count("bar.sync") == 2 and ptx.count("shfl.sync.bfly.b32") == 2 * 3
-    assert ptx.count("st.global") == 3 and "div.rn.f32" in ptx
+    assert (kernel.blocks, kernel.n_outputs) == (10 * 7, 3)      # 7 blocks per tile
+    assert ptx.count("bar.sync") == 4 and ptx.count("shfl.sync.bfly.b32") == 2 * 3
+    assert ptx.count("atom.global.add.u32") == 1
+    assert ptx.count("st.global") == 2 + 3 and "div.rn.f32" in ptx     # 2 partials
     assemble(ptx, tmp_path)
 
 
@@ -108,7 +125,7 @@ def test_variadic_column_reduce_has_a_column_frame(tmp_path):
     down_columns = ARGMAX.replace("[6,1000]", "[500,96]").replace("[6]", "[96]")
     kernel, ptx = _kernel(down_columns.replace("dimensions={1}", "dimensions={0}"))
 
-    assert (kernel.blocks, kernel.n_outputs) == (3, 2) and ptx.count("bar.sync") == 2
+    assert (kernel.blocks, kernel.n_outputs) == (3 * 3, 2) and ptx.count("bar.sync") == 4
     assemble(ptx, tmp_path)
 
 
