@@ -45,7 +45,7 @@ from .emit_gpu_split import split_reduce
 from .emit_gpu_transpose import tiled_transpose
 from .emit_kernel import PHASES, array_constants, kernel_outputs, store_outputs
 from .emit_loops import Index
-from .gpu_loops import Frame, grid_stride_range
+from .gpu_loops import BUFFER_ALIGN, Frame, grid_stride_range, vector_width
 from .intrinsics import set_math_library
 from .ltypes import I64, PTR, VOID
 from .program import is_view
@@ -105,6 +105,7 @@ def emit_gpu_kernel(comp: Computation, name: str, arch: str = nvptx.DEFAULT_ARCH
     fn.attributes.add("nounwind")
     for a in fn.args:
         a.add_attribute("noalias")
+        a.attributes.align = BUFFER_ALIGN
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     out_ptrs, in_ptrs = fn.args[:len(leaves)], fn.args[len(leaves):len(leaves) + len(inputs)]
     gen = Elemental(b, {id(p): Source(ptr, p.shape) for p, ptr in zip(inputs, in_ptrs)})
@@ -114,8 +115,8 @@ def emit_gpu_kernel(comp: Computation, name: str, arch: str = nvptx.DEFAULT_ARCH
         launch = dict(threads=frame.threads, blocks=frame.blocks,
                       scratch_bytes=frame.scratch_bytes)
     else:
-        elements = _emit_elements(gen, stores)
-        launch = dict(threads=LOOP_THREADS, blocks=max(1, -(-elements // LOOP_THREADS)))
+        steps = _emit_elements(gen, stores, comp)
+        launch = dict(threads=LOOP_THREADS, blocks=max(1, -(-steps // LOOP_THREADS)))
     b.ret_void()
     elements = max(s.num_elements for _, s in leaves)
     return GpuKernel(name, str(mod), len(leaves), len(inputs), elements, comp, **launch)
@@ -150,23 +151,26 @@ def _stores(outputs, leaves, out_ptrs) -> list:
             for o in outputs]
 
 
-def _emit_elements(gen: Elemental, stores: list) -> int:
-    """One thread per output element: every output stored from one grid-stride loop over
-    the largest (a smaller one by the threads whose position falls inside it). Returns the
-    loop's extent."""
+def _emit_elements(gen: Elemental, stores: list, comp: Computation) -> int:
+    """One thread per output element (or per `vector_width` consecutive elements): every
+    output stored from one grid-stride loop over the largest (a smaller one by the
+    threads whose position falls inside it). Returns the loop's extent."""
     b = gen.b
     by_dims: dict[tuple, list] = {}
     for o, dests in stores:
         by_dims.setdefault(dests[0].dims, []).append((o, dests, None))
     elements = max(math.prod(dims) for dims in by_dims)
-    with grid_stride_range(b, elements) as i:
-        for dims, stores in by_dims.items():
-            if math.prod(dims) == elements:
-                store_outputs(gen, stores, Index(dims, linear=i), i)
-                continue
-            with b.if_then(b.icmp_unsigned("<", i, I64(math.prod(dims)))):
-                store_outputs(gen, stores, Index(dims, linear=i), i)
-    return elements
+    vector = vector_width(comp, [math.prod(dims) for dims in by_dims])
+    with grid_stride_range(b, elements // vector) as step:
+        for k in range(vector):
+            i = b.add(b.mul(step, I64(vector)), I64(k)) if vector > 1 else step
+            for dims, stores in by_dims.items():
+                if math.prod(dims) == elements:
+                    store_outputs(gen, stores, Index(dims, linear=i), i)
+                    continue
+                with b.if_then(b.icmp_unsigned("<", i, I64(math.prod(dims)))):
+                    store_outputs(gen, stores, Index(dims, linear=i), i)
+    return elements // vector
 
 
 # ------------------------------------------------------------------------- whole modules

@@ -77,11 +77,6 @@ def _bits(t: ir.Type) -> int:
     return {ir.HalfType: 16, ir.FloatType: 32, ir.DoubleType: 64}[type(t)]
 
 
-def byte_size(t: ir.Type) -> int:
-    """Bytes of a scalar register type in memory (i1 takes a byte)."""
-    return -(-_bits(t) // 8)
-
-
 def _shuffle(b, v, offset: int):
     """`v` of the lane whose number differs in bit `offset`, moved as 32-bit pieces
     (shfl.sync moves one i32 per call)."""

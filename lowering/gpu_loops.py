@@ -6,8 +6,15 @@ from typing import Callable
 
 from llvmlite import ir
 
+from ..ops import EXPENSIVE_PER_ELEMENT
 from .intrinsics import declare
 from .ltypes import I32, I64
+
+# Alignment of every buffer a kernel is passed (outputs, inputs, scratch), which the host
+# program guarantees (device allocations are 256-byte aligned, arena offsets multiples of
+# emit_kernel.ALIGN): what lets LLVM merge adjacent accesses into 16-byte ones.
+BUFFER_ALIGN = 16
+VECTOR = 4                        # consecutive elements per thread step of a cheap loop
 
 
 def special(b: ir.IRBuilder, register: str):
@@ -43,6 +50,19 @@ class strided:
         b.cbranch(b.icmp_unsigned("<", nxt, self.n), self.body, self.done)
         b.position_at_end(self.done)
         return False
+
+
+def vector_width(comp, output_sizes: list[int]) -> int:
+    """Consecutive elements each step of a loop kernel's threads takes: VECTOR (so that
+    the accesses of inputs read in order merge into ld/st.v4 or v2) when the kernel is
+    cheap per element (no op from EXPENSIVE_PER_ELEMENT, whose code would be repeated
+    VECTOR times, as XLA declines to unroll transcendental loops; no reduce folded per
+    element) and its outputs all
+    have the same size, a multiple of VECTOR; else 1."""
+    cheap = not any(x.opcode in EXPENSIVE_PER_ELEMENT or x.opcode == "reduce"
+                    for x in comp.post_order())
+    same = len(set(output_sizes)) == 1 and output_sizes[0] % VECTOR == 0
+    return VECTOR if cheap and same else 1
 
 
 def grid_stride_range(b: ir.IRBuilder, n: int) -> strided:

@@ -54,7 +54,9 @@ def _module_id(path) -> str:
 def test_every_loop_and_reduce_kernel_of_the_corpus_assembles(path, tmp_path):
     """Each kernel of the module fused for gpu either assembles for sm_90 or is refused for
     an op with a loop structure of its own other than reductions (dot, sort, ...), at the
-    op's line."""
+    op's line. Its index arithmetic divides in 32 bits (LLVM narrows the divisions of
+    positions it knows are below the loops' bounds, all < 2^32 here): no 64-bit div/rem,
+    which the GPU emulates in dozens of instructions."""
     module = fuse(hlo_opt.parse(path.read_text()), "gpu")
     refused = []
     for name, comp in emit_gpu.module_kernels(module):
@@ -65,7 +67,9 @@ def test_every_loop_and_reduce_kernel_of_the_corpus_assembles(path, tmp_path):
             assert op in set(emit_kernel.PHASES) - emit_gpu.PER_THREAD and e.line > 0, str(e)
             refused.append(op)
             continue
-        assemble(nvptx.ptx([kernel.ir], [kernel.name]), tmp_path)
+        ptx = nvptx.ptx([kernel.ir], [kernel.name])
+        assert not re.search(r"\b(div|rem)\.[us]64\b", ptx), name    # 32-bit index math
+        assemble(ptx, tmp_path)
     module_id = _module_id(path)
     assert (not refused) == (module_id.removesuffix(".xla_opt") in ALL_PTX), refused
     if not refused:                      # what --emit=ptx prints: one PTX module
@@ -321,6 +325,36 @@ def test_reduce_read_transposed_is_computed_per_element(tmp_path):
     ptx = nvptx.ptx([kernel.ir], [kernel.name])
     assert "shfl" not in ptx
     assemble(ptx, tmp_path)
+
+
+CHEAP = """HloModule m
+ENTRY e {
+  x = f32[1024,768] parameter(0)
+  y = f32[1024,768] parameter(1)
+  z = bf16[1024,768] parameter(2)
+  c = f32[1024,768] convert(z)
+  a = f32[1024,768] add(x, y)
+  m = f32[1024,768] maximum(a, c)
+  ROOT r = f32[1024,768] multiply(m, m)
+}
+"""
+
+
+@needs_ptxas
+def test_cheap_loop_kernels_take_four_consecutive_elements_with_vector_accesses(tmp_path):
+    """Without expensive ops, a thread computes 4 consecutive elements per step (a quarter
+    of the blocks), and with 16-byte aligned buffers LLVM merges each input's and the
+    output's accesses into one vector access; an exponential keeps one element a step."""
+    kernel = emit_gpu.emit_gpu_kernel(hlo_opt.parse(CHEAP).entry, "k")
+    assert (kernel.threads, kernel.blocks) == (256, 1024 * 768 // 4 // 256)
+    ptx = nvptx.ptx([kernel.ir], [kernel.name])
+    assert ptx.count(".ptr .align 16") == 4
+    assert re.findall(r"(?:ld|st)\.global\S*", ptx) == [
+        "ld.global.nc.v4.b32", "ld.global.nc.v4.b32", "ld.global.nc.v4.b16", "st.global.v4.b32"]
+    assemble(ptx, tmp_path)
+    expensive = CHEAP.replace("multiply(m, m)", "exponential(m)")
+    kernel = emit_gpu.emit_gpu_kernel(hlo_opt.parse(expensive).entry, "k")
+    assert kernel.blocks == 1024 * 768 // 256 and ".v4" not in nvptx.ptx([kernel.ir], ["k"])
 
 
 def test_loop_kernel_launch_covers_its_elements_with_one_thread_each():
