@@ -19,13 +19,13 @@ body of every CPU loop too. The GPU's part is the frame around that body:
 * math that the CPU takes from libm (f64 functions, f32 ones mathlib.py does not inline)
   from libdevice (nvptx.py).
 
-Kernels with another structure get a frame of their own, chosen by GPU_FRAMES per opcode
-the kernel holds: reductions by rows (emit_gpu_reduce.py, emit_gpu_split.py) or columns
-(emit_gpu_columns.py), transposes through shared-memory tiles (emit_gpu_transpose.py). Any
-other reduce or reduce-window is computed per output element by its elemental generator
-inside this loop (a fold over the reduced elements per thread: correct, not fast). A
-kernel that needs another loop structure (dot, convolution, sort, scatter, ...) is an
-UnsupportedError naming the op and its position.
+Kernels with another structure get a schedule of their own, chosen by GPU_SCHEDULES per
+opcode the kernel holds: reductions by rows (emit_gpu_reduce.py, emit_gpu_split.py) or
+columns (emit_gpu_columns.py), transposes through shared-memory tiles
+(emit_gpu_transpose.py). Any other reduce or reduce-window is computed per output element
+by its elemental generator inside this loop (a fold over the reduced elements per thread:
+correct, not fast). A kernel that needs another loop structure (dot, convolution, sort,
+scatter, ...) is an UnsupportedError naming the op and its position.
 """
 from __future__ import annotations
 
@@ -40,12 +40,12 @@ from ..kernels import executed_computations
 from . import fallback, nvptx, phases
 from .elemental import Elemental, Source
 from .emit_gpu_columns import column_reduce
-from .emit_gpu_reduce import row_frame, row_reduce
+from .emit_gpu_reduce import row_schedule, row_reduce
 from .emit_gpu_split import split_reduce
 from .emit_gpu_transpose import tiled_transpose
 from .emit_kernel import PHASES, array_constants, kernel_outputs, store_outputs
 from .emit_loops import Index
-from .gpu_loops import BUFFER_ALIGN, Frame, grid_stride_range, vector_width
+from .gpu_loops import BUFFER_ALIGN, Schedule, grid_stride_range, vector_width
 from .intrinsics import set_math_library
 from .ltypes import I64, PTR, VOID
 from .program import is_view
@@ -60,7 +60,7 @@ PER_THREAD = frozenset({"reduce", "reduce-window"})
 @dataclass
 class GpuKernel:
     """An emitted kernel: its LLVM IR (NVPTX triple), what the host passes it, and how to
-    launch it (`blocks` blocks of `threads` threads; the frame's docstring says whether
+    launch it (`blocks` blocks of `threads` threads; the schedule's docstring says whether
     other grids are correct: a kernel split over blocks with a scratch buffer needs this
     one)."""
     name: str
@@ -80,8 +80,8 @@ def unsupported(inst: Instruction, why: str) -> UnsupportedError:
 
 
 def emit_gpu_kernel(comp: Computation, name: str, arch: str = nvptx.DEFAULT_ARCH) -> GpuKernel:
-    """Emit kernel `comp` as NVPTX kernel `name`: in the frame GPU_FRAMES chooses for one
-    of its phase roots, else one thread per output element."""
+    """Emit kernel `comp` as NVPTX kernel `name`: in the schedule GPU_SCHEDULES chooses for
+    it, else one thread per output element."""
     groups = phases.split(comp, fallback.why_not)
     for g in groups:
         if g.fallback:
@@ -94,8 +94,8 @@ def emit_gpu_kernel(comp: Computation, name: str, arch: str = nvptx.DEFAULT_ARCH
                                                 else [o.shape])]
     inputs = comp.parameters + array_constants(comp)
 
-    frame = _frame(comp, groups, outputs)
-    scratch = frame is not None and frame.scratch_bytes > 0
+    schedule = _schedule(comp, groups, outputs)
+    scratch = schedule is not None and schedule.scratch_bytes > 0
 
     mod = nvptx.new_module(name, arch)
     set_math_library(mod, nvptx.libdevice_call)
@@ -110,10 +110,10 @@ def emit_gpu_kernel(comp: Computation, name: str, arch: str = nvptx.DEFAULT_ARCH
     out_ptrs, in_ptrs = fn.args[:len(leaves)], fn.args[len(leaves):len(leaves) + len(inputs)]
     gen = Elemental(b, {id(p): Source(ptr, p.shape) for p, ptr in zip(inputs, in_ptrs)})
     stores = _stores(outputs, leaves, out_ptrs)
-    if frame is not None:
-        frame.emit(gen, stores, fn.args[-1] if scratch else None)
-        launch = dict(threads=frame.threads, blocks=frame.blocks,
-                      scratch_bytes=frame.scratch_bytes)
+    if schedule is not None:
+        schedule.emit(gen, stores, fn.args[-1] if scratch else None)
+        launch = dict(threads=schedule.threads, blocks=schedule.blocks,
+                      scratch_bytes=schedule.scratch_bytes)
     else:
         steps = _emit_elements(gen, stores, comp)
         launch = dict(threads=LOOP_THREADS, blocks=max(1, -(-steps // LOOP_THREADS)))
@@ -122,25 +122,25 @@ def emit_gpu_kernel(comp: Computation, name: str, arch: str = nvptx.DEFAULT_ARCH
     return GpuKernel(name, str(mod), len(leaves), len(inputs), elements, comp, **launch)
 
 
-def _reduce_frame(comp, groups, outputs) -> Frame | None:
+def _reduce_schedule(comp, groups, outputs) -> Schedule | None:
     """Row reductions (few long rows split over blocks), else column reductions."""
     row = row_reduce(comp, groups, outputs)
     if row is None:
         return column_reduce(comp, groups, outputs)
-    return split_reduce(comp, row[0]) or row_frame(*row)
+    return split_reduce(comp, row[0]) or row_schedule(comp, *row)
 
 
-# Kernel frames by an opcode the kernel holds (a phase root for ops with loop structures of
-# their own): each chooses a frame for the kernel or declines (None).
-GPU_FRAMES = {"reduce": _reduce_frame, "transpose": tiled_transpose}
+# Schedules by an opcode the kernel holds: each looks at the whole kernel and returns a
+# Schedule for it (how its work is laid on the grid) or declines (None).
+GPU_SCHEDULES = {"reduce": _reduce_schedule, "transpose": tiled_transpose}
 
 
-def _frame(comp, groups, outputs) -> Frame | None:
+def _schedule(comp, groups, outputs) -> Schedule | None:
     held = {x.opcode for x in comp.post_order()}
-    for opcode, choose in GPU_FRAMES.items():
-        frame = choose(comp, groups, outputs) if opcode in held else None
-        if frame is not None:
-            return frame
+    for opcode, choose in GPU_SCHEDULES.items():
+        schedule = choose(comp, groups, outputs) if opcode in held else None
+        if schedule is not None:
+            return schedule
     return None
 
 

@@ -35,7 +35,7 @@ from .emit_gpu_split import (MAX_SPLIT, TARGET_BLOCKS, last_ticket, load_partial
 from .emit_reduce import Reducer, read_slots, reduce_operands, stack_slots, write_slots
 from .gpu_combine import (WARP, barrier, combine, gpu_fence, load_parts, shared_like,
                           store_parts)
-from .gpu_loops import Frame, special, strided
+from .gpu_loops import Schedule, special, strided
 from .ltypes import I64
 
 TILE = WARP                       # columns per block: one warp reads them in one access
@@ -60,8 +60,8 @@ def column_layout(inst) -> tuple[int, int, int] | None:
     return math.prod(dims[:first]), math.prod(dims[first:end]), math.prod(dims[end:])
 
 
-def column_reduce(comp, phases_, outputs) -> Frame | None:
-    """The column frame for a kernel whose reduces all reduce the same dimensions of one
+def column_reduce(comp, phases_, outputs) -> Schedule | None:
+    """The column schedule for a kernel whose reduces all reduce the same dimensions of one
     input shape, column-wise, and whose other outputs are an epilogue of their results at
     the output position; else None."""
     reduces = [p.root for p in phases_ if p.root.opcode == "reduce"]
@@ -77,7 +77,7 @@ def column_reduce(comp, phases_, outputs) -> Frame | None:
     tiles = outer * -(-columns // TILE)
     split = column_split(tiles, rows)
     scratch = 0 if split == 1 else scratch_bytes(reduces, tiles, tiles * TILE * split)
-    return Frame(lambda gen, stores, ptr: emit_columns(gen, reduces, stores, layout, split, ptr),
+    return Schedule(lambda gen, stores, ptr: emit_columns(gen, reduces, stores, layout, split, ptr),
                  ROW_THREADS, tiles * split, scratch)
 
 

@@ -41,7 +41,8 @@ from .emit_loops import Index
 from .emit_reduce import Reducer, read_slots, reduce_operands, stack_slots, write_slots
 from .gpu_combine import (WARP, barrier, block_combine, combine, load_parts, shared_like,
                           store_parts)
-from .gpu_loops import Frame, special, strided
+from .emit_loops import add, mul
+from .gpu_loops import Schedule, special, strided, vector_width
 from .ltypes import I64
 
 ROW_THREADS = 256                 # threads per block of a row reduction
@@ -113,18 +114,21 @@ def rows_of(inst) -> tuple[int, int]:
     return _row_shape(inst).num_elements, length
 
 
-def row_frame(reduces: list, row_outputs: list) -> Frame:
-    """A block of ROW_THREADS threads per row, or for rows shorter than that a group of
-    `lanes` lanes of a warp per row (the smallest power of two covering the row, at most
-    a warp), ROW_THREADS // lanes rows per block."""
+def row_schedule(comp, reduces: list, row_outputs: list) -> Schedule:
+    """A block of ROW_THREADS threads per row (each reading `vector_width` adjacent
+    elements at a time), or for rows shorter than that a group of `lanes` lanes of a warp
+    per row (the smallest power of two covering the row, at most a warp), ROW_THREADS //
+    lanes rows per block."""
     rows, length = rows_of(reduces[0])
     lanes = ROW_THREADS if length >= ROW_THREADS else min(WARP, 1 << (length - 1).bit_length())
-    return Frame(lambda gen, stores, _: emit_rows(gen, reduces, row_outputs, stores, lanes),
+    vector = vector_width(comp, [length], frozenset({"reduce"})) if lanes == ROW_THREADS else 1
+    return Schedule(lambda gen, stores, _: emit_rows(gen, reduces, row_outputs, stores, lanes,
+                                                  vector),
                  ROW_THREADS, max(1, -(-rows // (ROW_THREADS // lanes))))
 
 
 def emit_rows(gen: Elemental, reduces: list, row_outputs: list, stores: list,
-              lanes: int) -> None:
+              lanes: int, vector: int) -> None:
     """The body of a row-reduce kernel, `lanes` threads per row: per row, each reduce's
     result in turn (shared with the row's threads, bound for what reads it), then each
     output (root, dests): the row's first thread stores the reduces' leaves and the
@@ -142,7 +146,7 @@ def emit_rows(gen: Elemental, reduces: list, row_outputs: list, stores: list,
         row = b.add(first, group)                        # the loop is uniform in the block;
         here = b.icmp_unsigned("<", row, I64(rows))      # a group past the end idles
         for inst in reduces:
-            total = _row_result(gen, inst, row, here, lane, lanes)
+            total = _row_result(gen, inst, row, here, lane, lanes, vector)
             gen.bindings[id(inst)] = total if inst.shape.is_tuple else total[0]
         with b.if_then(b.and_(here, b.icmp_unsigned("==", lane, I64(0)))):
             store_outputs(gen, [(o, dests, None) for o, dests in stores
@@ -159,6 +163,19 @@ def emit_rows(gen: Elemental, reduces: list, row_outputs: list, stores: list,
             del gen.bindings[id(inst)]
 
 
+def fold_row(gen: Elemental, reducer, inputs, slots, row, length: int, start, step: int,
+             vector: int) -> None:
+    """Fold elements j .. j + vector - 1 of `row` (of `length` elements, a multiple of
+    `vector`) for j = start * vector, then every step * vector: a thread's adjacent loads,
+    which LLVM merges into a vector load."""
+    b = gen.b
+    in_dims = inputs[0].shape.dims
+    with strided(b, mul(b, start, vector), I64(step * vector), length) as j:
+        at = b.add(b.mul(row, I64(length)), j)
+        for k in range(vector):
+            fold(gen, reducer, inputs, slots, Index(in_dims, linear=add(b, at, k)))
+
+
 def fold(gen: Elemental, reducer, inputs, slots, index: Index) -> None:
     """Accumulate the reduce's input elements at `index` into `slots`."""
     gen.push_scope()
@@ -167,7 +184,7 @@ def fold(gen: Elemental, reducer, inputs, slots, index: Index) -> None:
     gen.pop_scope()
 
 
-def _row_result(gen: Elemental, inst, row, here, lane, lanes: int) -> list:
+def _row_result(gen: Elemental, inst, row, here, lane, lanes: int, vector: int) -> list:
     """Reduce `inst`'s result for `row`, in each of its `lanes` threads: strided folds,
     then a butterfly within the group of lanes, or for a whole block the block's
     combination and lane 0's result through shared memory (behind a barrier)."""
@@ -178,8 +195,8 @@ def _row_result(gen: Elemental, inst, row, here, lane, lanes: int) -> list:
     reducer = Reducer(gen, inst.attrs["to_apply"])
     init = [gen.value(i, Index.scalar()) for i in inits]
     slots = stack_slots(gen, init)                     # set to the init values per row
-    with b.if_then(here), strided(b, lane, I64(lanes), length) as j:
-        fold(gen, reducer, inputs, slots, Index(in_dims, linear=b.add(b.mul(row, I64(length)), j)))
+    with b.if_then(here):
+        fold_row(gen, reducer, inputs, slots, row, length, lane, lanes, vector)
     if lanes <= WARP:
         return reducer.finish(combine(b, reducer, read_slots(gen, slots), lanes))
     total = block_combine(gen, reducer, read_slots(gen, slots), lane, lanes)

@@ -26,12 +26,12 @@ from __future__ import annotations
 from llvmlite import ir
 
 from .elemental import Elemental
-from .emit_gpu_reduce import ROW_THREADS, fold, result_readers, rows_of
+from .emit_gpu_reduce import ROW_THREADS, fold_row, result_readers, rows_of
 from .emit_kernel import store_outputs
 from .emit_loops import Index
 from .emit_reduce import Reducer, read_slots, reduce_operands, stack_slots, write_slots
 from .gpu_combine import barrier, block_combine, gpu_fence, parts, rebuild, shared_array
-from .gpu_loops import Frame, special, strided
+from .gpu_loops import Schedule, special, strided, vector_width
 from .ltypes import I32, I64
 
 SPLIT_CHUNK = 32 * ROW_THREADS    # elements below which a block is not worth splitting off
@@ -46,15 +46,16 @@ def split_count(rows: int, length: int) -> int:
     return max(1, min(length // SPLIT_CHUNK, -(-TARGET_BLOCKS // max(rows, 1)), MAX_SPLIT))
 
 
-def split_reduce(comp, reduces: list) -> Frame | None:
-    """The split-row frame for a row-reduce kernel (`emit_gpu_reduce.row_reduce`) whose
+def split_reduce(comp, reduces: list) -> Schedule | None:
+    """The split-row schedule for a row-reduce kernel (`emit_gpu_reduce.row_reduce`) whose
     rows are long and few, if its outputs all read the results at the output position."""
     rows, length = rows_of(reduces[0])
     split = split_count(rows, length)
     readers = result_readers(comp, reduces)
     if split == 1 or "row" in readers.values():
         return None
-    return Frame(lambda gen, stores, ptr: emit_split(gen, reduces, stores, ptr, split),
+    vector = vector_width(comp, [length], frozenset({"reduce"}))
+    return Schedule(lambda gen, stores, ptr: emit_split(gen, reduces, stores, ptr, split, vector),
                  ROW_THREADS, rows * split, scratch_bytes(reduces, rows, rows * split))
 
 
@@ -69,7 +70,8 @@ def _tickets_bytes(counters: int) -> int:
     return -(-4 * counters // SLOT) * SLOT
 
 
-def emit_split(gen: Elemental, reduces: list, stores: list, scratch, split: int) -> None:
+def emit_split(gen: Elemental, reduces: list, stores: list, scratch, split: int,
+               vector: int) -> None:
     b = gen.b
     rows, length = rows_of(reduces[0])
     tid, block = special(b, "tid.x"), special(b, "ctaid.x")
@@ -83,10 +85,8 @@ def emit_split(gen: Elemental, reduces: list, stores: list, scratch, split: int)
             reducer = Reducer(gen, inst.attrs["to_apply"])
             init = [gen.value(i, Index.scalar()) for i in inits]
             slots = stack_slots(gen, init)
-            start = b.add(b.mul(k, I64(ROW_THREADS)), tid)
-            with strided(b, start, I64(split * ROW_THREADS), length) as j:
-                fold(gen, reducer, inputs, slots,
-                     Index(in_dims, linear=b.add(b.mul(row, I64(length)), j)))
+            fold_row(gen, reducer, inputs, slots, row, length,
+                     b.add(b.mul(k, I64(ROW_THREADS)), tid), split * ROW_THREADS, vector)
             total = block_combine(gen, reducer, read_slots(gen, slots), tid, ROW_THREADS)
             partials = [partials_at(b, scratch, rows, rows * split, slot + n)
                         for n in range(len(init))]

@@ -31,7 +31,7 @@ from .elemental import Elemental
 from .emit_kernel import PHASES, store_outputs
 from .emit_loops import Index, add, delinearize, linearize, mul, udiv, urem
 from .gpu_combine import WARP, barrier, load_parts, shared_like, store_parts
-from .gpu_loops import Frame, special, strided
+from .gpu_loops import Schedule, special, strided
 from .ltypes import I64, elem, zero
 
 TILE = WARP                       # a warp reads one tile row, and writes one
@@ -39,8 +39,8 @@ ROWS = 8                          # threads per tile column: 256 threads per blo
 MIN_SIDE = 16                     # tiles narrower than this would idle most of the block
 
 
-def tiled_transpose(comp, phases_, outputs) -> Frame | None:
-    """The tiled frame for a loop kernel reading transposes that move the minor dimension
+def tiled_transpose(comp, phases_, outputs) -> Schedule | None:
+    """The tiled schedule for a loop kernel reading transposes that move the minor dimension
     only elementwise on the way to outputs of the transpose's shape; else None."""
     if any(p.root.opcode in PHASES for p in phases_):
         return None
@@ -53,7 +53,7 @@ def tiled_transpose(comp, phases_, outputs) -> Frame | None:
     if min(dims[across], dims[-1]) < MIN_SIDE or not _read_in_place(comp, heroes, outputs):
         return None
     tiles = _tiles(dims, across)
-    return Frame(lambda gen, stores, _: emit_tiles(gen, heroes, stores), TILE * ROWS,
+    return Schedule(lambda gen, stores, _: emit_tiles(gen, heroes, stores), TILE * ROWS,
                  max(1, math.prod(tiles)))
 
 

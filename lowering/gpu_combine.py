@@ -1,6 +1,6 @@
 """Combining per-thread reduction values on the GPU: butterfly shuffles within a warp,
 warp values through shared memory within a block, and the shared-memory slots, barriers
-and fences the reduce frames (emit_gpu_reduce, emit_gpu_split, emit_gpu_columns) build on.
+and fences the reduce schedules (emit_gpu_reduce, emit_gpu_split, emit_gpu_columns) use.
 
 Values are lists of a reducer's accumulators, each a scalar register or a complex pair,
 combined by `emit_reduce.Reducer` (the CPU's reducer code) in a tree: like XLA's GPU

@@ -52,16 +52,16 @@ class strided:
         return False
 
 
-def vector_width(comp, output_sizes: list[int]) -> int:
-    """Consecutive elements each step of a loop kernel's threads takes: VECTOR (so that
-    the accesses of inputs read in order merge into ld/st.v4 or v2) when the kernel is
-    cheap per element (no op from EXPENSIVE_PER_ELEMENT, whose code would be repeated
-    VECTOR times, as XLA declines to unroll transcendental loops; no reduce folded per
-    element) and its outputs all
-    have the same size, a multiple of VECTOR; else 1."""
-    cheap = not any(x.opcode in EXPENSIVE_PER_ELEMENT or x.opcode == "reduce"
-                    for x in comp.post_order())
-    same = len(set(output_sizes)) == 1 and output_sizes[0] % VECTOR == 0
+def vector_width(comp, sizes: list[int], own_ops: frozenset = frozenset()) -> int:
+    """Consecutive elements each step of a loop's threads takes, over loops of `sizes`
+    (a loop kernel's outputs, a reduce's rows): VECTOR, so that the accesses of inputs
+    read in order merge into ld/st.v4 or v2, when the sizes are one multiple of VECTOR and
+    the kernel is cheap per element: no op from EXPENSIVE_PER_ELEMENT, whose code would be
+    repeated VECTOR times (XLA does not unroll such loops either), and no reduce folded
+    per element (except the reduces the schedule computes itself, `own_ops`); else 1."""
+    cheap = not any((x.opcode in EXPENSIVE_PER_ELEMENT or x.opcode == "reduce") and
+                    x.opcode not in own_ops for x in comp.post_order())
+    same = len(set(sizes)) == 1 and sizes[0] % VECTOR == 0
     return VECTOR if cheap and same else 1
 
 
@@ -74,7 +74,7 @@ def grid_stride_range(b: ir.IRBuilder, n: int) -> strided:
 
 
 @dataclass
-class Frame:
+class Schedule:
     """A kernel structure other than one thread per output element, chosen for a kernel:
     `emit(gen, stores, scratch)` writes its body (`stores`: each output with its
     destinations; `scratch`: the scratch pointer, or None), and the kernel is launched as

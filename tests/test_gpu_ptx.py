@@ -376,7 +376,7 @@ def test_gpu_and_cpu_reductions_apply_the_same_reducer_code(monkeypatch):
     gpu_calls, calls[:] = list(calls), []
     emit_kernel.emit_kernel(comp, "k")
     assert set(gpu_calls) == set(calls) == {"argmax"}
-    assert len(gpu_calls) == 1 + 5 + 3     # the fold, then log2(32) and log2(WARPS) steps
+    assert len(gpu_calls) == 4 + 5 + 3     # the fold of 4 adjacent elements, log2(32), log2(8)
 
 
 # ------------------------------------------------------------------------------- hlo-opt

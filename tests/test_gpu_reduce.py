@@ -1,8 +1,8 @@
-"""GPU reduce frames other than a block per row (`emit_gpu_columns.py`, `emit_gpu_split.py`,
-short rows in `emit_gpu_reduce.py`): which frame a reduce kernel gets, the launch recorded
-with it, the structure of its PTX (barriers, shuffles, shared memory, the ticket), that
-ptxas assembles it, and the index arithmetic of tiles and partitions checked in Python.
-Nothing here runs on a GPU."""
+"""GPU reduce schedules other than a block per row (`emit_gpu_columns.py`,
+`emit_gpu_split.py`, short rows in `emit_gpu_reduce.py`): which schedule a reduce kernel
+gets, the launch recorded with it, the structure of its PTX (barriers, shuffles, shared
+memory, the ticket), that ptxas assembles it, and the index arithmetic of tiles and
+partitions checked in Python. Nothing here runs on a GPU."""
 from __future__ import annotations
 
 import itertools
@@ -147,7 +147,7 @@ def test_column_tiles_are_read_and_combined_without_bank_conflicts():
 
 
 def test_reduces_over_different_dimensions_stay_one_thread_per_output():
-    """A kernel with a row and a column reduce of one input has no common frame."""
+    """A kernel with a row and a column reduce of one input has no common schedule."""
     text = stats_module("[100,300]", "{0}", "[300]").replace(
         "mx = f32[300] reduce(x, m), dimensions={0}", "mx = f32[100] reduce(x, m), dimensions={1}"
     ).replace("(f32[300], f32[300], f32[300])", "(f32[300], f32[100], f32[300])")
@@ -205,6 +205,24 @@ def test_split_count_fills_the_gpu_with_blocks_of_enough_work(rows, length):
     assert rows * (split - 1) < emit_gpu_split.TARGET_BLOCKS
     if split == 1:
         assert length < 2 * emit_gpu_split.SPLIT_CHUNK or rows >= emit_gpu_split.TARGET_BLOCKS / 2
+
+
+@needs_ptxas
+@pytest.mark.parametrize("shape, dims, vector", [
+    ("[6,1000]", "{1}", True), ("[1048576]", "{0}", True), ("[6,1002]", "{1}", False)],
+    ids=["block per row", "split over blocks", "row length not a multiple of 4"])
+def test_cheap_row_folds_read_four_adjacent_elements_at_once(shape, dims, vector, tmp_path):
+    """Each thread folds 4 adjacent elements per step when the row length allows it and
+    the fused producer is cheap: one 16-byte load."""
+    kernel, ptx = _kernel(reduce_module("f32", "add", "0", dims, shape))
+    assert ("ld.global.nc.v4.b32" in ptx) == vector
+    assemble(ptx, tmp_path)
+
+
+def test_expensive_producers_are_folded_one_element_at_a_time():
+    """A softmax repeats no exponential four times per step."""
+    _, ptx = _entry_kernel(SOFTMAX)
+    assert ".v4" not in ptx and ".v2" not in ptx
 
 
 # ------------------------------------------------------------------------- short rows
