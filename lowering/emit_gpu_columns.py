@@ -77,8 +77,11 @@ def column_reduce(comp, phases_, outputs) -> Schedule | None:
     tiles = outer * -(-columns // TILE)
     split = column_split(tiles, rows)
     scratch = 0 if split == 1 else scratch_bytes(reduces, tiles, tiles * TILE * split)
-    return Schedule(lambda gen, stores, ptr: emit_columns(gen, reduces, stores, layout, split, ptr),
-                 ROW_THREADS, tiles * split, scratch)
+
+    def emit(gen, stores, ptr):
+        emit_columns(gen, reduces, stores, layout, split, ptr)
+
+    return Schedule(emit, ROW_THREADS, tiles * split, scratch)
 
 
 def column_split(tiles: int, rows: int) -> int:

@@ -122,9 +122,11 @@ def row_schedule(comp, reduces: list, row_outputs: list) -> Schedule:
     rows, length = rows_of(reduces[0])
     lanes = ROW_THREADS if length >= ROW_THREADS else min(WARP, 1 << (length - 1).bit_length())
     vector = vector_width(comp, [length], frozenset({"reduce"})) if lanes == ROW_THREADS else 1
-    return Schedule(lambda gen, stores, _: emit_rows(gen, reduces, row_outputs, stores, lanes,
-                                                  vector),
-                 ROW_THREADS, max(1, -(-rows // (ROW_THREADS // lanes))))
+
+    def emit(gen, stores, _):
+        emit_rows(gen, reduces, row_outputs, stores, lanes, vector)
+
+    return Schedule(emit, ROW_THREADS, max(1, -(-rows // (ROW_THREADS // lanes))))
 
 
 def emit_rows(gen: Elemental, reduces: list, row_outputs: list, stores: list,
@@ -154,26 +156,30 @@ def emit_rows(gen: Elemental, reduces: list, row_outputs: list, stores: list,
                           Index(_row_shape(reduces[0]).dims, linear=row), row)
         if row_outputs:
             in_dims = reduces[0].operands[0].shape.dims
-            with b.if_then(here), strided(b, lane, I64(lanes), length) as j:
-                at = b.add(b.mul(row, I64(length)), j)
-                store_outputs(gen, [(o, dests, None) for o, dests in stores
-                                    if any(o is r for r in row_outputs)],
-                              Index(in_dims, linear=at), at)
+            outs = [(o, dests, None) for o, dests in stores if any(o is r for r in row_outputs)]
+            with b.if_then(here):
+                for_row(b, row, length, lane, lanes, vector,
+                        lambda at: store_outputs(gen, outs, Index(in_dims, linear=at), at))
         for inst in reduces:
             del gen.bindings[id(inst)]
 
 
-def fold_row(gen: Elemental, reducer, inputs, slots, row, length: int, start, step: int,
-             vector: int) -> None:
-    """Fold elements j .. j + vector - 1 of `row` (of `length` elements, a multiple of
-    `vector`) for j = start * vector, then every step * vector: a thread's adjacent loads,
-    which LLVM merges into a vector load."""
-    b = gen.b
-    in_dims = inputs[0].shape.dims
+def for_row(b, row, length: int, start, step: int, vector: int, body) -> None:
+    """body(position) for elements j .. j + vector - 1 of `row` (of `length` elements, a
+    multiple of `vector`) for j = start * vector, then every step * vector: a thread's
+    adjacent accesses, which LLVM merges into vector loads and stores."""
     with strided(b, mul(b, start, vector), I64(step * vector), length) as j:
         at = b.add(b.mul(row, I64(length)), j)
         for k in range(vector):
-            fold(gen, reducer, inputs, slots, Index(in_dims, linear=add(b, at, k)))
+            body(add(b, at, k))
+
+
+def fold_row(gen: Elemental, reducer, inputs, slots, row, length: int, start, step: int,
+             vector: int) -> None:
+    """Fold the elements of `row` that `for_row` gives a thread."""
+    in_dims = inputs[0].shape.dims
+    for_row(gen.b, row, length, start, step, vector,
+            lambda at: fold(gen, reducer, inputs, slots, Index(in_dims, linear=at)))
 
 
 def fold(gen: Elemental, reducer, inputs, slots, index: Index) -> None:

@@ -55,8 +55,11 @@ def split_reduce(comp, reduces: list) -> Schedule | None:
     if split == 1 or "row" in readers.values():
         return None
     vector = vector_width(comp, [length], frozenset({"reduce"}))
-    return Schedule(lambda gen, stores, ptr: emit_split(gen, reduces, stores, ptr, split, vector),
-                 ROW_THREADS, rows * split, scratch_bytes(reduces, rows, rows * split))
+
+    def emit(gen, stores, ptr):
+        emit_split(gen, reduces, stores, ptr, split, vector)
+
+    return Schedule(emit, ROW_THREADS, rows * split, scratch_bytes(reduces, rows, rows * split))
 
 
 def scratch_bytes(reduces: list, counters: int, partials: int) -> int:
@@ -72,11 +75,13 @@ def _tickets_bytes(counters: int) -> int:
 
 def emit_split(gen: Elemental, reduces: list, stores: list, scratch, split: int,
                vector: int) -> None:
+    """The body of a split-row kernel: block `ctaid.x` = row * split + k folds its share of
+    the row, publishes its partials and takes a ticket; the last block of the row
+    combines and stores."""
     b = gen.b
     rows, length = rows_of(reduces[0])
     tid, block = special(b, "tid.x"), special(b, "ctaid.x")
     row, k = b.udiv(block, I64(split)), b.urem(block, I64(split))
-    in_dims = reduces[0].operands[0].shape.dims
     thread0 = b.icmp_unsigned("==", tid, I64(0))
     with b.if_then(b.icmp_unsigned("<", block, I64(rows * split))):
         reducers, slot = [], 0

@@ -54,7 +54,7 @@ def tiled_transpose(comp, phases_, outputs) -> Schedule | None:
         return None
     tiles = _tiles(dims, across)
     return Schedule(lambda gen, stores, _: emit_tiles(gen, heroes, stores), TILE * ROWS,
-                 max(1, math.prod(tiles)))
+                    max(1, math.prod(tiles)))
 
 
 def _across(hero) -> int:

@@ -6,6 +6,7 @@ partitions checked in Python. Nothing here runs on a GPU."""
 from __future__ import annotations
 
 import itertools
+import re
 
 import pytest
 
@@ -216,6 +217,20 @@ def test_cheap_row_folds_read_four_adjacent_elements_at_once(shape, dims, vector
     the fused producer is cheap: one 16-byte load."""
     kernel, ptx = _kernel(reduce_module("f32", "add", "0", dims, shape))
     assert ("ld.global.nc.v4.b32" in ptx) == vector
+    assemble(ptx, tmp_path)
+
+
+@needs_ptxas
+def test_cheap_row_outputs_store_four_adjacent_elements_at_once(tmp_path):
+    """x - max(x) along rows: the fold and the row output both access 4 adjacent
+    elements per thread step."""
+    text = SOFTMAX.replace("64,256", "64,1024").replace(
+        "  d = f32[64,1024] subtract(x, mxb)", "  ROOT d = f32[64,1024] subtract(x, mxb)")
+    text = text[:text.index("  e = f32[64,1024]")] + "}\n"
+    kernel, ptx = _entry_kernel(text)
+    assert kernel.blocks == 64 and ptx.count("bar.sync") == 2
+    assert re.findall(r"(?:ld|st)\.global\S*", ptx) == [
+        "ld.global.nc.v4.b32", "ld.global.nc.v4.b32", "st.global.v4.b32"]
     assemble(ptx, tmp_path)
 
 
