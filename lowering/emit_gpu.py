@@ -127,7 +127,7 @@ def _reduce_schedule(comp, groups, outputs) -> Schedule | None:
     row = row_reduce(comp, groups, outputs)
     if row is None:
         return column_reduce(comp, groups, outputs)
-    return split_reduce(comp, row[0]) or row_schedule(comp, *row)
+    return split_reduce(comp, *row) or row_schedule(comp, *row)
 
 
 # Schedules by an opcode the kernel holds: each looks at the whole kernel and returns a

@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 
 from .elemental import Elemental
-from .emit_gpu_reduce import ROW_THREADS, fold, result_readers
+from .emit_gpu_reduce import ROW_THREADS, fold, of_kind, output_kinds, result_readers
 from .emit_kernel import store_outputs
 from .emit_loops import Index, add, mul, sub, udiv, urem
 from .emit_gpu_split import (MAX_SPLIT, TARGET_BLOCKS, last_ticket, load_partial, partials_at,
@@ -63,15 +63,14 @@ def column_layout(inst) -> tuple[int, int, int] | None:
 def column_reduce(comp, phases_, outputs) -> Schedule | None:
     """The column schedule for a kernel whose reduces all reduce the same dimensions of one
     input shape, column-wise, and whose other outputs are an epilogue of their results at
-    the output position; else None."""
+    the output position or side outputs of the input's shape; else None."""
     reduces = [p.root for p in phases_ if p.root.opcode == "reduce"]
     if not reduces or len({(r.operands[0].shape.dims, tuple(sorted(r.attrs["dimensions"])))
                            for r in reduces}) != 1:
         return None
     layout = column_layout(reduces[0])
-    readers = result_readers(comp, reduces)
-    if layout is None or readers is None or set(readers.values()) != {"at"} or \
-            not all(id(o) in readers for o in outputs):
+    kinds = output_kinds(comp, reduces, outputs)
+    if layout is None or kinds is None or "row" in result_readers(comp, reduces).values():
         return None
     outer, rows, columns = layout
     tiles = outer * -(-columns // TILE)
@@ -79,7 +78,7 @@ def column_reduce(comp, phases_, outputs) -> Schedule | None:
     scratch = 0 if split == 1 else scratch_bytes(reduces, tiles, tiles * TILE * split)
 
     def emit(gen, stores, ptr):
-        emit_columns(gen, reduces, stores, layout, split, ptr)
+        emit_columns(gen, reduces, kinds, stores, layout, split, ptr)
 
     return Schedule(emit, ROW_THREADS, tiles * split, scratch)
 
@@ -101,8 +100,8 @@ def combined_by(b, tid):
     return urem(b, lane, PARTS), add(b, mul(b, warp, GROUPS), udiv(b, lane, PARTS))
 
 
-def emit_columns(gen: Elemental, reduces: list, stores: list, layout, split: int,
-                 scratch) -> None:
+def emit_columns(gen: Elemental, reduces: list, kinds: dict, stores: list, layout,
+                 split: int, scratch) -> None:
     """The body of a column-reduce kernel (any grid of ROW_THREADS-thread blocks), each
     tile's rows split over `split` blocks."""
     b = gen.b
@@ -120,6 +119,7 @@ def emit_columns(gen: Elemental, reduces: list, stores: list, layout, split: int
         o, first = udiv(b, tile, tiles), mul(b, urem(b, tile, tiles), TILE)
         column = add(b, first, lane)
         partials = []
+        side = of_kind(stores, kinds, "side")      # stored by the first fold
         for inst in reduces:
             inputs, inits = reduce_operands(inst)
             reducer = Reducer(gen, inst.attrs["to_apply"])
@@ -129,7 +129,8 @@ def emit_columns(gen: Elemental, reduces: list, stores: list, layout, split: int
             with b.if_then(b.icmp_unsigned("<", column, I64(columns))), \
                     strided(b, start, I64(split * PARTS), rows) as r:
                 at = add(b, mul(b, add(b, mul(b, o, rows), r), columns), column)
-                fold(gen, reducer, inputs, slots, Index(in_dims, linear=at))
+                fold(gen, reducer, inputs, slots, Index(in_dims, linear=at), side)
+            side = []
             shared = shared_like(b, init, PARTS * STRIDE, "column_partials")
             store_parts(b, shared, read_slots(gen, slots), partial_slot(b, part, lane))
             partials.append((reducer, shared, init))
@@ -148,8 +149,7 @@ def emit_columns(gen: Elemental, reduces: list, stores: list, layout, split: int
                 total = reducer.finish(total)
                 gen.bindings[id(inst)] = total if inst.shape.is_tuple else total[0]
             at = add(b, mul(b, o, columns), out_column)
-            store_outputs(gen, [(o_, dests, None) for o_, dests in stores],
-                          Index(out_dims, linear=at), at)
+            store_outputs(gen, of_kind(stores, kinds, "at"), Index(out_dims, linear=at), at)
             for inst in reduces:
                 del gen.bindings[id(inst)]
         barrier(b)

@@ -26,12 +26,13 @@ from __future__ import annotations
 from llvmlite import ir
 
 from .elemental import Elemental
-from .emit_gpu_reduce import ROW_THREADS, fold_row, result_readers, rows_of
+from .emit_gpu_reduce import (ROW_THREADS, fold_row, of_kind, result_readers, row_vector,
+                              rows_of)
 from .emit_kernel import store_outputs
 from .emit_loops import Index
 from .emit_reduce import Reducer, read_slots, reduce_operands, stack_slots, write_slots
 from .gpu_combine import barrier, block_combine, gpu_fence, parts, rebuild, shared_array
-from .gpu_loops import Schedule, special, strided, vector_width
+from .gpu_loops import Schedule, special, strided
 from .ltypes import I32, I64
 
 SPLIT_CHUNK = 32 * ROW_THREADS    # elements below which a block is not worth splitting off
@@ -46,18 +47,18 @@ def split_count(rows: int, length: int) -> int:
     return max(1, min(length // SPLIT_CHUNK, -(-TARGET_BLOCKS // max(rows, 1)), MAX_SPLIT))
 
 
-def split_reduce(comp, reduces: list) -> Schedule | None:
+def split_reduce(comp, reduces: list, kinds: dict) -> Schedule | None:
     """The split-row schedule for a row-reduce kernel (`emit_gpu_reduce.row_reduce`) whose
-    rows are long and few, if its outputs all read the results at the output position."""
+    rows are long and few, if no output or reduce reads a result along the row."""
     rows, length = rows_of(reduces[0])
     split = split_count(rows, length)
     readers = result_readers(comp, reduces)
     if split == 1 or "row" in readers.values():
         return None
-    vector = vector_width(comp, [length], frozenset({"reduce"}))
+    vector = row_vector(comp, reduces[0])
 
     def emit(gen, stores, ptr):
-        emit_split(gen, reduces, stores, ptr, split, vector)
+        emit_split(gen, reduces, kinds, stores, ptr, split, vector)
 
     return Schedule(emit, ROW_THREADS, rows * split, scratch_bytes(reduces, rows, rows * split))
 
@@ -73,11 +74,11 @@ def _tickets_bytes(counters: int) -> int:
     return -(-4 * counters // SLOT) * SLOT
 
 
-def emit_split(gen: Elemental, reduces: list, stores: list, scratch, split: int,
+def emit_split(gen: Elemental, reduces: list, kinds: dict, stores: list, scratch, split: int,
                vector: int) -> None:
     """The body of a split-row kernel: block `ctaid.x` = row * split + k folds its share of
-    the row, publishes its partials and takes a ticket; the last block of the row
-    combines and stores."""
+    the row (storing the side outputs there), publishes its partials and takes a ticket;
+    the last block of the row combines and stores the results and the epilogue."""
     b = gen.b
     rows, length = rows_of(reduces[0])
     tid, block = special(b, "tid.x"), special(b, "ctaid.x")
@@ -85,13 +86,15 @@ def emit_split(gen: Elemental, reduces: list, stores: list, scratch, split: int,
     thread0 = b.icmp_unsigned("==", tid, I64(0))
     with b.if_then(b.icmp_unsigned("<", block, I64(rows * split))):
         reducers, slot = [], 0
+        side = of_kind(stores, kinds, "side")
         for inst in reduces:
-            inputs, inits = reduce_operands(inst)
+            _, inits = reduce_operands(inst)
             reducer = Reducer(gen, inst.attrs["to_apply"])
             init = [gen.value(i, Index.scalar()) for i in inits]
             slots = stack_slots(gen, init)
-            fold_row(gen, reducer, inputs, slots, row, length,
-                     b.add(b.mul(k, I64(ROW_THREADS)), tid), split * ROW_THREADS, vector)
+            fold_row(gen, inst, reducer, slots, row, b.add(b.mul(k, I64(ROW_THREADS)), tid),
+                     split * ROW_THREADS, vector, side)
+            side = []
             total = block_combine(gen, reducer, read_slots(gen, slots), tid, ROW_THREADS)
             partials = [partials_at(b, scratch, rows, rows * split, slot + n)
                         for n in range(len(init))]
@@ -115,8 +118,7 @@ def emit_split(gen: Elemental, reduces: list, stores: list, scratch, split: int,
             with b.if_then(thread0):
                 out_dims = (reduces[0].shape.leaves()[0] if reduces[0].shape.is_tuple
                             else reduces[0].shape).dims
-                store_outputs(gen, [(o, dests, None) for o, dests in stores],
-                              Index(out_dims, linear=row), row)
+                store_outputs(gen, of_kind(stores, kinds, "at"), Index(out_dims, linear=row), row)
             for inst in reduces:
                 del gen.bindings[id(inst)]
 

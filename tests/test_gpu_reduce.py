@@ -8,11 +8,12 @@ from __future__ import annotations
 import itertools
 import re
 
+import numpy as np
 import pytest
 
 import hlo_opt
 from hlo_opt.fusion.stage import fuse
-from hlo_opt.lowering import emit_gpu, emit_gpu_columns, emit_gpu_split, nvptx
+from hlo_opt.lowering import emit_gpu, emit_gpu_columns, emit_gpu_reduce, emit_gpu_split, nvptx
 from hlo_opt.lowering.emit_gpu_reduce import ROW_THREADS
 from test_fusion import SOFTMAX
 from test_gpu_ptx import ARGMAX, assemble, needs_ptxas, reduce_module
@@ -238,6 +239,74 @@ def test_expensive_producers_are_folded_one_element_at_a_time():
     """A softmax repeats no exponential four times per step."""
     _, ptx = _entry_kernel(SOFTMAX)
     assert ".v4" not in ptx and ".v2" not in ptx
+
+
+def side_module(shape: str, dims: str) -> str:
+    """y = x + x stored, and the sum of y over `dims`: a multi-output kernel whose
+    elementwise output reads no reduce result."""
+    text = reduce_module("f32", "add", "0", dims, shape)
+    kept = re.search(r"ROOT s = f32(\S*) reduce", text).group(1)
+    return text.replace("ROOT s =", "s =").rstrip().removesuffix("}") + \
+        f"  ROOT r = (f32{shape}, f32{kept}) tuple(y, s)\n}}\n"
+
+
+@needs_ptxas
+@pytest.mark.parametrize("shape, dims, blocks, barriers", [
+    ("[16,1000]", "{1}", 16, 2),              # a block per row
+    ("[512,20]", "{1}", 512 // 8, 0),         # a warp per row
+    ("[1048576]", "{0}", 128, 3),             # split over blocks
+    ("[200,64]", "{0}", 2, 2),                # column tiles
+    ("[2048,64]", "{0}", 2 * 16, 4),          # column tiles split over blocks
+], ids=["rows", "short rows", "split rows", "columns", "split columns"])
+def test_outputs_of_the_input_shape_are_stored_by_the_fold(shape, dims, blocks, barriers,
+                                                           tmp_path):
+    """An output over the reduce's input shape that reads no result (y = x + x beside
+    sum(y)) is stored by the first fold as it visits each element once: the kernel keeps
+    its reduce schedule, and x is read once for both (one load instruction)."""
+    kernel, ptx = _entry_kernel(side_module(shape, dims))
+    assert (kernel.blocks, kernel.n_outputs) == (blocks, 2)
+    assert ptx.count("bar.sync") == barriers and ptx.count("ld.global.nc.") == 1
+    assemble(ptx, tmp_path)
+
+
+BATCH_NORM = reduce_module("f32", "add", "0", "{0,2,3}", "[32,64,28,28]")
+
+
+@needs_ptxas
+@pytest.mark.parametrize("text, blocks, scratch, vector", [
+    (BATCH_NORM, 64 * 3, True, True),                                        # split rows
+    (reduce_module("f32", "add", "0", "{0,2}", "[6,20,12]"), 3, False, False),  # a warp
+    (reduce_module("f32", "maximum", "-inf", "{0,2}", "[40,20,300]"), 20, False, True),
+], ids=["NCHW batch norm sum", "small", "block per row"])
+def test_reduce_keeping_a_middle_dimension_is_a_row_reduction(text, blocks, scratch, vector,
+                                                              tmp_path):
+    """Reducing the major and the minor dimensions around kept ones (a batch norm's sums
+    over N, H, W of NCHW) makes rows of lead x minor elements, read a minor run at a
+    time, 4 adjacent elements at once where the run allows."""
+    kernel, ptx = _kernel(text)
+    assert kernel.blocks == blocks and (kernel.scratch_bytes > 0) == scratch
+    assert "shfl.sync.bfly" in ptx and ("ld.global.nc.v4.b32" in ptx) == vector
+    assemble(ptx, tmp_path)
+
+
+@pytest.mark.parametrize("shape, dims", [("[3,5,8]", "{0,2}"), ("[2,3,4,5]", "{0,1,3}"),
+                                         ("[7,6]", "{1}"), ("[2,3,4,5]", "{0,2,3}")])
+def test_row_positions_cover_each_input_element_once_in_its_row(shape, dims):
+    """Element j of row r is the input element whose kept coordinates are r, for every
+    (r, j) exactly once."""
+    inst = hlo_opt.parse(reduce_module("f32", "add", "0", dims, shape)).entry.root
+    lead, rows, minor = emit_gpu_reduce.row_layout(inst)
+    sizes = [int(n) for n in shape.strip("[]").split(",")]
+    kept = [d for d in range(len(sizes)) if str(d) not in dims.strip("{}").split(",")]
+    seen = []
+    for r in range(rows):
+        for j in range(lead * minor):
+            at = emit_gpu_reduce.row_position(None, inst, r)(j)
+            coords = np.unravel_index(at, sizes)
+            assert np.ravel_multi_index([coords[d] for d in kept],
+                                        [sizes[d] for d in kept]) == r
+            seen.append(at)
+    assert sorted(seen) == list(range(np.prod(sizes)))
 
 
 # ------------------------------------------------------------------------- short rows
