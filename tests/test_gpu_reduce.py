@@ -334,3 +334,15 @@ def test_softmax_of_short_rows_is_a_warp_per_row(tmp_path):
     assert (kernel.threads, kernel.blocks) == (ROW_THREADS, 64 // 8)
     assert ptx.count("shfl.sync.bfly.b32") == 2 * 5 and "bar.sync" not in ptx
     assemble(ptx, tmp_path)
+
+
+@needs_ptxas
+@pytest.mark.parametrize("text", [
+    BATCH_NORM, COLUMNS["f32[1024,512] over rows"][0], COLUMNS["c64 add"][0],
+    reduce_module("f64", "add", "0", "{1}", "[4096,8]"), side_module("[2048,64]", "{0}")],
+    ids=["split rows", "split columns", "complex columns", "short rows", "side outputs"])
+def test_reduce_schedules_assemble_for_ampere_too(text, tmp_path):
+    """The fences, atomics and shuffles used are those of sm_70 and later: sm_80 too."""
+    _, ptx = _kernel(text, "sm_80") if "tuple" not in text else _entry_kernel(text, "sm_80")
+    assert ".target sm_80" in ptx
+    assemble(ptx, tmp_path, "sm_80")

@@ -111,3 +111,11 @@ def test_tiles_write_every_output_element_once_and_access_memory_in_order(dims, 
         assert [c[-1] for c in write] == list(range(32)) and len({c[across] for c in write}) == 1
         assert len({tiles.tile_slot(None, y, x) % 32 for x in range(32)}) == 32
         assert len({tiles.tile_slot(None, x, y) % 32 for x in range(32)}) == 32
+
+
+@needs_ptxas
+def test_tiled_transpose_assembles_for_ampere_too(tmp_path):
+    kernel = emit_gpu.emit_gpu_kernel(hlo_opt.parse(ADD).entry, "k", "sm_80")
+    ptx = nvptx.ptx([kernel.ir], [kernel.name], "sm_80")
+    assert ".target sm_80" in ptx and ptx.count("bar.sync") == 2
+    assemble(ptx, tmp_path, "sm_80")
