@@ -19,12 +19,15 @@ body of every CPU loop too. The GPU's part is the frame around that body:
 * math that the CPU takes from libm (f64 functions, f32 ones mathlib.py does not inline)
   from libdevice (nvptx.py).
 
-A kernel that is one stored row reduction has a frame of its own (emit_gpu_reduce.py); any
-other reduce or reduce-window is computed per output element by its elemental generator
-inside this loop (a fold over the reduced elements per thread: correct, not fast). A kernel
-that is one op with a loop structure of its own in `GPU_FRAMES` (sort, top-k, scatter,
-select-and-scatter) is emitted by that frame (gpu_frame.Frame -> Launch); any other such
-op is an UnsupportedError naming the op and its position.
+Kernels with another structure get a schedule of their own, chosen by GPU_SCHEDULES per
+opcode the kernel holds: reductions by rows (emit_gpu_reduce.py, emit_gpu_split.py) or
+columns (emit_gpu_columns.py), transposes through shared-memory tiles
+(emit_gpu_transpose.py), and kernels that are one sort, top-k, scatter or
+select-and-scatter (emit_gpu_sort.py, emit_gpu_scatter.py: a `gpu_frame.Frame` in, the
+`Launch` it settled on out). Any other reduce or reduce-window is computed per output
+element by its elemental generator inside this loop (a fold over the reduced elements per
+thread: correct, not fast). A kernel that needs another loop structure is an
+UnsupportedError naming the op and its position.
 """
 from __future__ import annotations
 
@@ -38,11 +41,14 @@ from ..ir import Computation, Instruction, Module
 from ..kernels import executed_computations
 from . import emit_gpu_scatter, emit_gpu_sort, fallback, nvptx, phases
 from .elemental import Elemental, Source
-from .emit_gpu_reduce import ROW_THREADS, emit_rows, row_reduce, rows_of
+from .emit_gpu_columns import column_reduce
+from .emit_gpu_reduce import row_schedule, row_reduce
+from .emit_gpu_split import split_reduce
+from .emit_gpu_transpose import tiled_transpose
 from .emit_kernel import PHASES, array_constants, kernel_outputs, store_outputs
 from .emit_loops import Index
-from .gpu_frame import Frame, Launch
-from .gpu_loops import grid_stride_range
+from .gpu_frame import Frame
+from .gpu_loops import BUFFER_ALIGN, Schedule, grid_stride_range, vector_width
 from .intrinsics import set_math_library
 from .ltypes import I64, PTR, VOID
 from .program import is_view
@@ -52,22 +58,14 @@ LOOP_THREADS = 256                 # threads per block of a loop kernel
 # Ops with a loop structure of their own that a GPU thread computes one output element of
 # (looping over the reduced elements or the window, as elemental.py's generators do).
 PER_THREAD = frozenset({"reduce", "reduce-window"})
-# Kernels that are one op with a frame of their own: opcode -> frame(Frame) -> Launch.
-GPU_FRAMES = {"sort": emit_gpu_sort.emit_sort, "topk": emit_gpu_sort.emit_sort,
-              "custom-call": emit_gpu_sort.emit_sort,             # XLA:CPU's TopK
-              "scatter": emit_gpu_scatter.emit_scatter,
-              "select-and-scatter": emit_gpu_scatter.emit_select_and_scatter}
-# The frames that take a scratch buffer: opcode -> its bytes for a root (0: none).
-GPU_SCRATCH = {"sort": emit_gpu_sort.scratch_bytes, "topk": emit_gpu_sort.scratch_bytes,
-               "custom-call": emit_gpu_sort.scratch_bytes}
 
 
 @dataclass
 class GpuKernel:
     """An emitted kernel: its LLVM IR (NVPTX triple), what the host passes it, and how to
-    launch it (`blocks` blocks of `threads` threads; a loop or reduce kernel is correct for
-    any grid, this one gives each thread one element, or each block one row of a row
-    reduction; a frame's docstring says which grids it is correct for).
+    launch it (`blocks` blocks of `threads` threads; the schedule's docstring says whether
+    other grids are correct: a kernel split over blocks with a scratch buffer needs this
+    one).
 
     What the host program (gpu_runtime.py) does around each launch: `shared_bytes` of
     dynamic shared memory per block; when `scratch_bytes` > 0, one more pointer argument,
@@ -94,62 +92,96 @@ def unsupported(inst: Instruction, why: str) -> UnsupportedError:
 
 
 def emit_gpu_kernel(comp: Computation, name: str, arch: str = nvptx.DEFAULT_ARCH) -> GpuKernel:
-    """Emit kernel `comp` as NVPTX kernel `name`: one op's frame (GPU_FRAMES), a row
-    reduction (emit_gpu_reduce), else one thread per output element."""
+    """Emit kernel `comp` as NVPTX kernel `name`: in the schedule GPU_SCHEDULES chooses for
+    it, else one thread per output element."""
     groups = phases.split(comp, fallback.why_not)
     outputs = kernel_outputs(comp)
-    framed = _framed(groups, outputs)
+    _check(groups, outputs)
     leaves = [(o, s) for o in outputs for s in (o.shape.leaves() if o.shape.is_tuple
                                                 else [o.shape])]
     inputs = comp.parameters + array_constants(comp)
-    scratch = GPU_SCRATCH.get(framed.opcode, lambda _: 0)(framed) if framed else 0
+
+    schedule = _schedule(comp, groups, outputs)
+    scratch = schedule is not None and schedule.scratch_bytes > 0
 
     mod = nvptx.new_module(name, arch)
     set_math_library(mod, nvptx.libdevice_call)
-    n_args = len(leaves) + len(inputs) + (scratch > 0)
-    fn = ir.Function(mod, ir.FunctionType(VOID, [PTR] * n_args), name)
+    fn = ir.Function(mod, ir.FunctionType(VOID, [PTR] * (len(leaves) + len(inputs) + scratch)),
+                     name)
     fn.calling_convention = "ptx_kernel"
     fn.attributes.add("nounwind")
     for a in fn.args:
         a.add_attribute("noalias")
+        a.attributes.align = BUFFER_ALIGN
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    out_ptrs = fn.args[:len(leaves)]
-    in_ptrs = fn.args[len(leaves):len(leaves) + len(inputs)]
+    out_ptrs, in_ptrs = fn.args[:len(leaves)], fn.args[len(leaves):len(leaves) + len(inputs)]
     gen = Elemental(b, {id(p): Source(ptr, p.shape) for p, ptr in zip(inputs, in_ptrs)})
     stores = _stores(outputs, leaves, out_ptrs)
-    row = None if framed else row_reduce(comp, groups, outputs)
-    if framed:
-        launch = GPU_FRAMES[framed.opcode](Frame(gen, framed, stores[0][1], inputs,
-                                                 fn.args[-1] if scratch else None))
-    elif row is not None:
-        emit_rows(gen, *row, stores)
-        rows, _ = rows_of(row[0][0])
-        launch = Launch(ROW_THREADS, max(1, rows))
+    if schedule is not None:
+        grid = schedule.emit(gen, stores, fn.args[-1] if scratch else None) or schedule
+        launch = dict(threads=grid.threads, blocks=grid.blocks,
+                      scratch_bytes=schedule.scratch_bytes, initial_copies=grid.initial_copies)
     else:
-        elements = _emit_elements(gen, stores)
-        launch = Launch(LOOP_THREADS, max(1, -(-elements // LOOP_THREADS)))
+        steps = _emit_elements(gen, stores, comp)
+        launch = dict(threads=LOOP_THREADS, blocks=max(1, -(-steps // LOOP_THREADS)))
     b.ret_void()
     elements = max(s.num_elements for _, s in leaves)
-    return GpuKernel(name, str(mod), len(leaves), len(inputs), elements, comp,
-                     threads=launch.threads, blocks=launch.blocks, scratch_bytes=scratch,
-                     initial_copies=launch.initial_copies)
+    return GpuKernel(name, str(mod), len(leaves), len(inputs), elements, comp, **launch)
 
 
-def _framed(groups, outputs) -> Instruction | None:
-    """The root of a kernel that is one op with a frame of its own (stored as the kernel's
-    only output), else None; UnsupportedError for what has no GPU code."""
+def _check(groups, outputs) -> None:
+    """UnsupportedError for a kernel without GPU code: an op the CPU runs in the
+    interpreter, an op with a loop structure of its own that no schedule has, or a
+    single-op kernel (SINGLE_OP) fused with other outputs or phases."""
     for g in groups:
         if g.fallback:
             raise unsupported(g.root, g.fallback)
         op = g.root.opcode
         alone = len(groups) == 1 and len(outputs) == 1 and outputs[0] is g.root
-        if op in GPU_FRAMES and not alone:
+        if op in SINGLE_OP and not alone:
             raise unsupported(g.root, "it is fused with other outputs or phases (a kernel "
                                       f"with a {op} has GPU code when that is all it stores)")
-        if op in PHASES and op not in PER_THREAD | set(GPU_FRAMES):
+        if op in PHASES and op not in PER_THREAD | set(SINGLE_OP):
             raise unsupported(g.root, "only loop kernels (elementwise, data movement), "
                                       "reductions, sort and scatter have GPU code so far")
-    return groups[0].root if groups and groups[0].root.opcode in GPU_FRAMES else None
+
+
+def _single_op(frame, scratch=lambda root: 0):
+    """The schedule of a kernel that is one op with a frame of its own (gpu_frame): the
+    frame is handed the op and returns the grid it settled on while emitting."""
+    def choose(comp, groups, outputs) -> Schedule:
+        root, inputs = groups[0].root, comp.parameters + array_constants(comp)
+        return Schedule(lambda gen, stores, buffer: frame(
+            Frame(gen, root, stores[0][1], inputs, buffer)), 0, 0, scratch(root))
+    return choose
+
+
+def _reduce_schedule(comp, groups, outputs) -> Schedule | None:
+    """Row reductions (few long rows split over blocks), else column reductions."""
+    row = row_reduce(comp, groups, outputs)
+    if row is None:
+        return column_reduce(comp, groups, outputs)
+    return split_reduce(comp, *row) or row_schedule(comp, *row)
+
+
+# Schedules by an opcode the kernel holds: each looks at the whole kernel and returns a
+# Schedule for it (how its work is laid on the grid) or declines (None).
+SINGLE_OP = {"sort": _single_op(emit_gpu_sort.emit_sort, emit_gpu_sort.scratch_bytes),
+             "topk": _single_op(emit_gpu_sort.emit_sort, emit_gpu_sort.scratch_bytes),
+             "custom-call": _single_op(emit_gpu_sort.emit_sort,     # XLA:CPU's TopK
+                                       emit_gpu_sort.scratch_bytes),
+             "scatter": _single_op(emit_gpu_scatter.emit_scatter),
+             "select-and-scatter": _single_op(emit_gpu_scatter.emit_select_and_scatter)}
+GPU_SCHEDULES = {**SINGLE_OP, "reduce": _reduce_schedule, "transpose": tiled_transpose}
+
+
+def _schedule(comp, groups, outputs) -> Schedule | None:
+    held = {x.opcode for x in comp.post_order()}
+    for opcode, choose in GPU_SCHEDULES.items():
+        schedule = choose(comp, groups, outputs) if opcode in held else None
+        if schedule is not None:
+            return schedule
+    return None
 
 
 def _stores(outputs, leaves, out_ptrs) -> list:
@@ -159,23 +191,26 @@ def _stores(outputs, leaves, out_ptrs) -> list:
             for o in outputs]
 
 
-def _emit_elements(gen: Elemental, stores: list) -> int:
-    """One thread per output element: every output stored from one grid-stride loop over
-    the largest (a smaller one by the threads whose position falls inside it). Returns the
-    loop's extent."""
+def _emit_elements(gen: Elemental, stores: list, comp: Computation) -> int:
+    """One thread per output element (or per `vector_width` consecutive elements): every
+    output stored from one grid-stride loop over the largest (a smaller one by the
+    threads whose position falls inside it). Returns the loop's extent."""
     b = gen.b
     by_dims: dict[tuple, list] = {}
     for o, dests in stores:
         by_dims.setdefault(dests[0].dims, []).append((o, dests, None))
     elements = max(math.prod(dims) for dims in by_dims)
-    with grid_stride_range(b, elements) as i:
-        for dims, stores in by_dims.items():
-            if math.prod(dims) == elements:
-                store_outputs(gen, stores, Index(dims, linear=i), i)
-                continue
-            with b.if_then(b.icmp_unsigned("<", i, I64(math.prod(dims)))):
-                store_outputs(gen, stores, Index(dims, linear=i), i)
-    return elements
+    vector = vector_width(comp, [math.prod(dims) for dims in by_dims])
+    with grid_stride_range(b, elements // vector) as step:
+        for k in range(vector):
+            i = b.add(b.mul(step, I64(vector)), I64(k)) if vector > 1 else step
+            for dims, stores in by_dims.items():
+                if math.prod(dims) == elements:
+                    store_outputs(gen, stores, Index(dims, linear=i), i)
+                    continue
+                with b.if_then(b.icmp_unsigned("<", i, I64(math.prod(dims)))):
+                    store_outputs(gen, stores, Index(dims, linear=i), i)
+    return elements // vector
 
 
 # ------------------------------------------------------------------------- whole modules

@@ -1,5 +1,5 @@
-"""GPU row reductions: one thread block per output row, combined through warp shuffles and
-shared memory.
+"""GPU row reductions: a thread block per output row, combined through warp shuffles and
+shared memory; a group of a warp's lanes per row for short rows.
 
 A kernel whose reduces all reduce the minor-most dimensions of one input shape (a layer
 norm's row sums, a softmax's max and then sum, a reduce to a scalar), whose other outputs
@@ -12,12 +12,18 @@ reduce in turn:
    producers, and earlier reduces' results, are computed inline);
 2. each warp combines its 32 accumulators by butterfly shuffles (`shfl.sync.bfly`), after
    which lane 0 holds the warp's value and writes it to shared memory;
-3. after a barrier, warp 0 combines the WARPS values the same way and lane 0 rounds the
+3. after a barrier, warp 0 combines the warp values the same way and lane 0 rounds the
    result and writes it to shared memory, which every thread reads after a second barrier.
 
 Then thread 0 stores the results and the epilogue, and the block the row outputs. Every
 write to shared memory in the next row comes after a barrier that this row's readers of
 that memory have passed, so a row ends without one.
+
+A row shorter than ROW_THREADS would leave most of a block idle: it gets a group of
+`lanes` lanes instead (the power of two covering it, at most a warp), several rows per
+block, and the butterfly within the group leaves the result in every lane of the group:
+no shared memory, no barrier. Few long rows are split over several blocks
+(emit_gpu_split.py).
 
 The fold and every combination apply the reducer as the CPU does (`emit_reduce.Reducer`:
 single-op reducers as the op with narrow floats accumulated in f32, any other computation
@@ -28,48 +34,92 @@ from __future__ import annotations
 
 import math
 
-from llvmlite import ir
-
 from ..ops import is_elementwise
 from .elemental import Elemental
 from .emit_kernel import store_outputs
 from .emit_loops import Index
 from .emit_reduce import Reducer, read_slots, reduce_operands, stack_slots, write_slots
-from .gpu_frame import barrier, shared_array, shared_slot
-from .gpu_loops import special, strided
-from .intrinsics import declare
-from .ltypes import I32, I64
+from .gpu_combine import (WARP, barrier, block_combine, combine, load_parts, shared_like,
+                          store_parts)
+from .emit_loops import add, mul, udiv, urem
+from .gpu_loops import Schedule, special, strided, vector_width
+from .ltypes import I64
 
 ROW_THREADS = 256                 # threads per block of a row reduction
-WARP = 32
-WARPS = ROW_THREADS // WARP
-FULL_MASK = -1                    # every lane of the warp takes part in the shuffle
 
 
 def row_reduce(comp, phases_, outputs):
-    """(reduces, row outputs) of a row-reduce kernel, else None: the kernel's reduces all
-    reduce the minor-most dimensions of one input shape, a later one possibly reading an
-    earlier one's result broadcast along the row (a softmax's max, then its sum of
-    exp(x - max)); its other outputs are an epilogue, elementwise functions of the results
-    at the same output position (a mean, the rsqrt of a variance), which thread 0 computes,
-    or row outputs: elementwise functions over the input shape that read the results
-    broadcast along the row (x - max, x / sum), which the block computes last."""
+    """(reduces, output kinds) of a row-reduce kernel, else None: the kernel's reduces all
+    reduce the same minor-most dimensions of one input shape (and possibly the major-most
+    ones: `row_layout`), a later one possibly reading an earlier one's result broadcast
+    along the row (a softmax's max, then its sum of exp(x - max)); its other outputs are
+    an epilogue, elementwise functions of the results at the same output position (a
+    mean, the rsqrt of a variance), which thread 0 computes, row outputs: elementwise
+    functions over the input shape that read the results broadcast along the row (x - max,
+    x / sum), which the block computes last, or side outputs of the input shape reading no
+    result (`output_kinds`)."""
     reduces = [p.root for p in phases_ if p.root.opcode == "reduce"]
-    if not reduces or len({(r.operands[0].shape.dims, _row_shape(r).dims)
-                           for r in reduces}) != 1:
+    if not reduces or len({(r.operands[0].shape.dims, tuple(sorted(r.attrs["dimensions"])))
+                           for r in reduces}) != 1 or row_layout(reduces[0]) is None:
         return None
-    for inst in reduces:
-        rank = inst.operands[0].shape.rank
-        reduced = sorted(inst.attrs["dimensions"])
-        if not reduced or reduced != list(range(rank - len(reduced), rank)):
-            return None
-    readers = _row_readers(comp, reduces)
-    if readers is None or not all(id(o) in readers for o in outputs):
+    kinds = output_kinds(comp, reduces, outputs)
+    if kinds is None or (row_layout(reduces[0])[0] > 1 and
+                         "row" in result_readers(comp, reduces).values()):
         return None
-    return reduces, [o for o in outputs if readers[id(o)] == "row"]
+    return reduces, kinds
 
 
-def _row_readers(comp, reduces) -> dict | None:
+def row_layout(inst) -> tuple[int, int, int] | None:
+    """(lead, rows, minor) of a reduce over the minor-most dimensions and possibly the
+    major-most ones too: its input seen as [lead, rows, minor] (the reduced major run, the
+    kept dimensions, the reduced minor run: a batch norm's [N, C, H*W] keeping C), a row
+    being the lead x minor elements of one kept position; else None. A row read along
+    (`result_readers`' "row") is only supported with lead 1."""
+    dims = inst.operands[0].shape.dims
+    reduced = sorted(inst.attrs["dimensions"])
+    minor = 0
+    while minor < len(reduced) and reduced[-1 - minor] == len(dims) - 1 - minor:
+        minor += 1
+    lead = reduced[:len(reduced) - minor]
+    if not minor or lead != list(range(len(lead))):
+        return None
+    return (math.prod(dims[:len(lead)]), math.prod(dims[len(lead):len(dims) - minor]),
+            math.prod(dims[len(dims) - minor:]))
+
+
+def row_position(b, inst, row):
+    """j -> input position of element j of `row` (j = lead index * minor + minor index;
+    ints or IR values)."""
+    lead, rows, minor = row_layout(inst)
+    if lead == 1:
+        return lambda j: add(b, mul(b, row, minor), j)
+    return lambda j: add(b, mul(b, udiv(b, j, minor), rows * minor),
+                         add(b, mul(b, row, minor), urem(b, j, minor)))
+
+
+def output_kinds(comp, reduces, outputs) -> dict | None:
+    """id(output) -> how a reduce kernel stores it: "at" (a reduce's leaf, or an epilogue
+    of the results at the output position: stored once per result), "row" (read along
+    the row: see `result_readers`), or "side" (an output of the input's shape that reads
+    no result: stored at each element as the first reduce's fold visits it, every
+    element once); None if an output is none of these."""
+    readers = result_readers(comp, reduces)
+    if readers is None:
+        return None
+    whole = reduces[0].operands[0].shape.dims
+    kinds = {}
+    for o in outputs:
+        side = not o.shape.is_tuple and o.shape.dims == whole
+        kinds[id(o)] = readers.get(id(o), "side" if side else None)
+    return None if None in kinds.values() else kinds
+
+
+def of_kind(stores: list, kinds: dict, kind: str) -> list:
+    """The (output, dests, None) entries of the outputs of `kind` (store_outputs' form)."""
+    return [(o, dests, None) for o, dests in stores if kinds[id(o)] == kind]
+
+
+def result_readers(comp, reduces) -> dict | None:
     """id -> "at" for the reduces and what reads their results at the output's own position
     (elementwise ops, get-tuple-element), "row" for what reads them broadcast along the row
     (a broadcast over the reduced dimensions, then elementwise ops); None if something
@@ -112,119 +162,118 @@ def rows_of(inst) -> tuple[int, int]:
     return _row_shape(inst).num_elements, length
 
 
-def emit_rows(gen: Elemental, reduces: list, row_outputs: list, stores: list) -> None:
-    """The body of a row-reduce kernel: per row, each reduce's result in turn (shared with
-    the whole block, bound for what reads it), then each output (root, dests): thread 0
-    stores the reduces' leaves and the epilogue, the block the `row_outputs`."""
+def row_schedule(comp, reduces: list, kinds: dict) -> Schedule:
+    """A block of ROW_THREADS threads per row (each reading `vector_width` adjacent
+    elements at a time), or for rows shorter than that a group of `lanes` lanes of a warp
+    per row (the smallest power of two covering the row, at most a warp), ROW_THREADS //
+    lanes rows per block."""
+    rows, length = rows_of(reduces[0])
+    lanes = ROW_THREADS if length >= ROW_THREADS else min(WARP, 1 << (length - 1).bit_length())
+    vector = row_vector(comp, reduces[0]) if lanes == ROW_THREADS else 1
+
+    def emit(gen, stores, _):
+        emit_rows(gen, reduces, kinds, stores, lanes, vector)
+
+    return Schedule(emit, ROW_THREADS, max(1, -(-rows // (ROW_THREADS // lanes))))
+
+
+def emit_rows(gen: Elemental, reduces: list, kinds: dict, stores: list,
+              lanes: int, vector: int) -> None:
+    """The body of a row-reduce kernel, `lanes` threads per row: per row, each reduce's
+    result in turn (shared with the row's threads, bound for what reads it; the first
+    fold stores the side outputs), then each output (root, dests) by its kind: the row's
+    first thread stores the reduces' leaves and the epilogue, the row's threads the row
+    outputs. Blocks stride over the rows, so any grid of ROW_THREADS-thread blocks is
+    correct."""
     b = gen.b
     rows, length = rows_of(reduces[0])
+    per_block = ROW_THREADS // lanes
     tid = special(b, "tid.x")
-    with strided(b, special(b, "ctaid.x"), special(b, "nctaid.x"), rows) as row:
+    lane, group = (tid, I64(0)) if per_block == 1 else \
+        (b.urem(tid, I64(lanes)), b.udiv(tid, I64(lanes)))
+    start = b.mul(special(b, "ctaid.x"), I64(per_block))
+    step = b.mul(special(b, "nctaid.x"), I64(per_block))
+    with strided(b, start, step, -(-rows // per_block) * per_block) as first:
+        row = b.add(first, group)                        # the loop is uniform in the block;
+        here = b.icmp_unsigned("<", row, I64(rows))      # a group past the end idles
+        side = of_kind(stores, kinds, "side")
         for inst in reduces:
-            total = _row_result(gen, inst, row, tid)
+            total = _row_result(gen, inst, row, here, lane, lanes, vector, side)
             gen.bindings[id(inst)] = total if inst.shape.is_tuple else total[0]
-        with b.if_then(b.icmp_unsigned("==", tid, I64(0))):
-            store_outputs(gen, [(o, dests, None) for o, dests in stores
-                                if all(o is not r for r in row_outputs)],
+            side = []
+        with b.if_then(b.and_(here, b.icmp_unsigned("==", lane, I64(0)))):
+            store_outputs(gen, of_kind(stores, kinds, "at"),
                           Index(_row_shape(reduces[0]).dims, linear=row), row)
-        if row_outputs:
+        outs = of_kind(stores, kinds, "row")
+        if outs:
             in_dims = reduces[0].operands[0].shape.dims
-            with strided(b, tid, I64(ROW_THREADS), length) as j:
-                at = b.add(b.mul(row, I64(length)), j)
-                store_outputs(gen, [(o, dests, None) for o, dests in stores
-                                    if any(o is r for r in row_outputs)],
-                              Index(in_dims, linear=at), at)
+            with b.if_then(here):
+                for_row(b, row_position(b, reduces[0], row), length, lane, lanes, vector,
+                        lambda at: store_outputs(gen, outs, Index(in_dims, linear=at), at))
         for inst in reduces:
             del gen.bindings[id(inst)]
 
 
-def _row_result(gen: Elemental, inst, row, tid) -> list:
-    """Reduce `inst`'s result for `row`, in every thread of the block: strided folds,
-    warp butterflies, warp values through shared memory, warp 0's butterfly, and lane 0's
-    result through shared memory, each hand-over behind a barrier."""
-    b = gen.b
-    inputs, inits = reduce_operands(inst)
+def row_vector(comp, inst) -> int:
+    """Adjacent elements a thread of a row takes at once: `vector_width` of the row's
+    contiguous runs."""
+    return vector_width(comp, [row_layout(inst)[2]], frozenset({"reduce"}))
+
+
+def for_row(b, position, length: int, start, step: int, vector: int, body) -> None:
+    """body(position(j) + k), k < vector, for the elements j of a row (of `length`
+    elements, whose contiguous runs are multiples of `vector`) from j = start * vector,
+    every step * vector: a thread's adjacent accesses, which LLVM merges into vector loads
+    and stores."""
+    with strided(b, start, I64(step), length // vector) as v:
+        # j as v * vector without wrap-around: LLVM carries that factor through the
+        # position's divisions, so it knows the first element's alignment
+        j = b.mul(v, I64(vector), flags=("nuw",)) if vector > 1 else v
+        at = position(j)
+        for k in range(vector):
+            body(add(b, at, k))
+
+
+def fold_row(gen: Elemental, inst, reducer, slots, row, start, step: int, vector: int,
+             side: list) -> None:
+    """Fold reduce `inst`'s elements of `row` that `for_row` gives a thread."""
+    inputs, _ = reduce_operands(inst)
     in_dims = inputs[0].shape.dims
     _, length = rows_of(inst)
+    for_row(gen.b, row_position(gen.b, inst, row), length, start, step, vector,
+            lambda at: fold(gen, reducer, inputs, slots, Index(in_dims, linear=at), side))
+
+
+def fold(gen: Elemental, reducer, inputs, slots, index: Index, side: list) -> None:
+    """Accumulate the reduce's input elements at `index` into `slots`, and store the
+    `side` outputs there (sharing the values computed for the fold)."""
+    gen.push_scope()
+    xs = [gen.value(x, index) for x in inputs]
+    write_slots(gen, slots, reducer(read_slots(gen, slots), xs))
+    if side:
+        at = index.linear(gen.b)
+        store_outputs(gen, side, index, at)
+    gen.pop_scope()
+
+
+def _row_result(gen: Elemental, inst, row, here, lane, lanes: int, vector: int,
+                side: list) -> list:
+    """Reduce `inst`'s result for `row`, in each of its `lanes` threads: strided folds,
+    then a butterfly within the group of lanes, or for a whole block the block's
+    combination and lane 0's result through shared memory (behind a barrier)."""
+    b = gen.b
+    _, inits = reduce_operands(inst)
     reducer = Reducer(gen, inst.attrs["to_apply"])
     init = [gen.value(i, Index.scalar()) for i in inits]
     slots = stack_slots(gen, init)                     # set to the init values per row
-    shared = [[shared_array(b.module, p.type, WARPS, "warp_values") for p in _parts(v)]
-              for v in init]
+    with b.if_then(here):
+        fold_row(gen, inst, reducer, slots, row, lane, lanes, vector, side)
+    if lanes <= WARP:
+        return reducer.finish(combine(b, reducer, read_slots(gen, slots), lanes))
+    total = block_combine(gen, reducer, read_slots(gen, slots), lane, lanes)
     result_like = reducer.finish(init)                 # the row's result: its types
-    result = [[shared_array(b.module, p.type, 1, "row_result") for p in _parts(v)]
-              for v in result_like]
-    lane, warp = b.urem(tid, I64(WARP)), b.udiv(tid, I64(WARP))
-    with strided(b, tid, I64(ROW_THREADS), length) as j:
-        gen.push_scope()
-        index = Index(in_dims, linear=b.add(b.mul(row, I64(length)), j))
-        xs = [gen.value(x, index) for x in inputs]
-        write_slots(gen, slots, reducer(read_slots(gen, slots), xs))
-        gen.pop_scope()
-    warp_value = _combine(b, reducer, read_slots(gen, slots), WARP)
+    result = shared_like(b, result_like, 1, "row_result")
     with b.if_then(b.icmp_unsigned("==", lane, I64(0))):
-        _store_parts(b, shared, warp_value, warp)
+        store_parts(b, result, reducer.finish(total), I64(0))
     barrier(b)
-    with b.if_then(b.icmp_unsigned("==", warp, I64(0))):
-        mine = _load_parts(b, shared, init, b.urem(lane, I64(WARPS)))
-        total = reducer.finish(_combine(b, reducer, mine, WARPS))
-        with b.if_then(b.icmp_unsigned("==", lane, I64(0))):
-            _store_parts(b, result, total, I64(0))
-    barrier(b)
-    return _load_parts(b, result, result_like, I64(0))
-
-
-def _combine(b, reducer, values: list, lanes: int) -> list:
-    """Butterfly over `lanes` lanes: afterwards lane 0 (and every lane) holds the reducer
-    applied over the values of lanes 0..lanes-1."""
-    offset = lanes // 2
-    while offset:
-        others = [_rebuild(v, [_shuffle(b, p, offset) for p in _parts(v)]) for v in values]
-        values = reducer(values, others)
-        offset //= 2
-    return values
-
-
-def _parts(v) -> list:
-    """A value's scalar registers (a complex value is a pair)."""
-    return list(v) if isinstance(v, tuple) else [v]
-
-
-def _rebuild(like, parts: list):
-    return tuple(parts) if isinstance(like, tuple) else parts[0]
-
-
-def _bits(t: ir.Type) -> int:
-    if isinstance(t, ir.IntType):
-        return t.width
-    return {ir.HalfType: 16, ir.FloatType: 32, ir.DoubleType: 64}[type(t)]
-
-
-def _shuffle(b, v, offset: int):
-    """`v` of the lane whose number differs in bit `offset`, moved as 32-bit pieces
-    (shfl.sync moves one i32 per call)."""
-    shfl = declare(b.module, "llvm.nvvm.shfl.sync.bfly.i32", I32, [I32, I32, I32, I32])
-    bits = _bits(v.type)
-    as_int = v if isinstance(v.type, ir.IntType) else b.bitcast(v, ir.IntType(bits))
-    pieces = -(-bits // 32)
-    wide = ir.IntType(32 * pieces)
-    x = b.zext(as_int, wide) if bits < 32 * pieces else as_int
-    out = None
-    for k in range(pieces):
-        piece = b.trunc(b.lshr(x, wide(32 * k)), I32) if pieces > 1 else x
-        moved = b.call(shfl, [I32(FULL_MASK), piece, I32(offset), I32(WARP - 1)])
-        moved = b.shl(b.zext(moved, wide), wide(32 * k)) if pieces > 1 else moved
-        out = moved if out is None else b.or_(out, moved)
-    out = b.trunc(out, ir.IntType(bits)) if bits < 32 * pieces else out
-    return out if isinstance(v.type, ir.IntType) else b.bitcast(out, v.type)
-
-
-def _store_parts(b, shared, values, i) -> None:
-    for arrays, v in zip(shared, values):
-        for a, p in zip(arrays, _parts(v)):
-            b.store(p, shared_slot(b, a, i))
-
-
-def _load_parts(b, shared, like, i) -> list:
-    return [_rebuild(v, [b.load(shared_slot(b, a, i), typ=a.value_type.element)
-                         for a in arrays]) for arrays, v in zip(shared, like)]
+    return load_parts(b, result, result_like, I64(0))

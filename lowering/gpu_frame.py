@@ -1,6 +1,6 @@
 """What a GPU kernel frame of its own (sort, scatter, ...) is given and what it returns.
 
-emit_gpu.py builds the kernel function and hands a frame in `GPU_FRAMES` a `Frame`: the
+emit_gpu.py builds the kernel function and hands a frame in `SINGLE_OP` a `Frame`: the
 elemental generator over the kernel's inputs, the phase root it computes, where its output
 leaves go, the inputs in argument order, and the scratch buffer when the frame asked for
 one. The frame emits the body and returns its `Launch`: the grid it is correct for, and

@@ -1,10 +1,20 @@
 """Thread positions and strided loops of GPU kernels (the NVPTX special registers)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Callable
+
 from llvmlite import ir
 
+from ..ops import EXPENSIVE_PER_ELEMENT
 from .intrinsics import declare
 from .ltypes import I32, I64
+
+# Alignment of every buffer a kernel is passed (outputs, inputs, scratch), which the host
+# program guarantees (device allocations are 256-byte aligned, arena offsets multiples of
+# emit_kernel.ALIGN): what lets LLVM merge adjacent accesses into 16-byte ones.
+BUFFER_ALIGN = 16
+VECTOR = 4                        # consecutive elements per thread step of a cheap loop
 
 
 def special(b: ir.IRBuilder, register: str):
@@ -42,9 +52,37 @@ class strided:
         return False
 
 
+def vector_width(comp, sizes: list[int], own_ops: frozenset = frozenset()) -> int:
+    """Consecutive elements each step of a loop's threads takes, over loops of `sizes`
+    (a loop kernel's outputs, a reduce's rows): VECTOR, so that the accesses of inputs
+    read in order merge into ld/st.v4 or v2, when the sizes are one multiple of VECTOR and
+    the kernel is cheap per element: no op from EXPENSIVE_PER_ELEMENT, whose code would be
+    repeated VECTOR times (XLA does not unroll such loops either), and no reduce folded
+    per element (except the reduces the schedule computes itself, `own_ops`); else 1."""
+    cheap = not any((x.opcode in EXPENSIVE_PER_ELEMENT or x.opcode == "reduce") and
+                    x.opcode not in own_ops for x in comp.post_order())
+    same = len(set(sizes)) == 1 and sizes[0] % VECTOR == 0
+    return VECTOR if cheap and same else 1
+
+
 def grid_stride_range(b: ir.IRBuilder, n: int) -> strided:
     """One thread per position of [0, n): from `ctaid.x * ntid.x + tid.x` in steps of
     `ntid.x * nctaid.x`, so any launch covers the range."""
     threads = special(b, "ntid.x")
     start = b.add(b.mul(special(b, "ctaid.x"), threads), special(b, "tid.x"))
     return strided(b, start, b.mul(threads, special(b, "nctaid.x")), n)
+
+
+@dataclass
+class Schedule:
+    """A kernel structure other than one thread per output element, chosen for a kernel:
+    `emit(gen, stores, scratch)` writes its body (`stores`: each output with its
+    destinations; `scratch`: the scratch pointer, or None), and the kernel is launched as
+    `blocks` blocks of `threads` threads, with a zeroed buffer of `scratch_bytes` bytes
+    when that is > 0, after the host's `initial_copies` (emit_gpu.GpuKernel). `emit` may
+    instead return the grid it settled on while emitting (a gpu_frame.Launch)."""
+    emit: Callable
+    threads: int
+    blocks: int
+    scratch_bytes: int = 0
+    initial_copies: tuple[tuple[int, int], ...] = ()
