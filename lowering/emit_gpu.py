@@ -19,11 +19,12 @@ body of every CPU loop too. The GPU's part is the frame around that body:
 * math that the CPU takes from libm (f64 functions, f32 ones mathlib.py does not inline)
   from libdevice (nvptx.py).
 
-A kernel that is one stored row reduction has a frame of its own (emit_gpu_reduce.py); any
-other reduce or reduce-window is computed per output element by its elemental generator
-inside this loop (a fold over the reduced elements per thread: correct, not fast). A kernel
-that needs another loop structure (dot, convolution, sort, scatter, ...) is an
-UnsupportedError naming the op and its position.
+A kernel that is one stored row reduction has a frame of its own (emit_gpu_reduce.py), as
+has one computing a dot or convolution with its epilogue (emit_gpu_dot.py; `GPU_FRAMES`
+maps a phase root to such a frame); any other reduce or reduce-window is computed per
+output element by its elemental generator inside this loop (a fold over the reduced
+elements per thread: correct, not fast). A kernel that needs another loop structure (sort,
+scatter, ...) is an UnsupportedError naming the op and its position.
 """
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ from llvmlite import ir
 from ..errors import UnsupportedError
 from ..ir import Computation, Instruction, Module
 from ..kernels import executed_computations
-from . import fallback, nvptx, phases
+from . import emit_gpu_dot, fallback, nvptx, phases
 from .elemental import Elemental, Source
 from .emit_gpu_reduce import ROW_THREADS, emit_rows, row_reduce, rows_of
 from .emit_kernel import PHASES, array_constants, kernel_outputs, store_outputs
@@ -50,6 +51,10 @@ LOOP_THREADS = 256                 # threads per block of a loop kernel
 # Ops with a loop structure of their own that a GPU thread computes one output element of
 # (looping over the reduced elements or the window, as elemental.py's generators do).
 PER_THREAD = frozenset({"reduce", "reduce-window"})
+# Phase root opcode -> the frame of a kernel holding such a phase, with a loop structure of
+# its own: frame(gen, comp, phases, stores, arch) emits the body and returns (threads, blocks).
+GPU_FRAMES = {"dot": emit_gpu_dot.emit_gemm_kernel,
+              "convolution": emit_gpu_dot.emit_gemm_kernel}
 
 
 @dataclass
@@ -79,7 +84,7 @@ def emit_gpu_kernel(comp: Computation, name: str, arch: str = nvptx.DEFAULT_ARCH
     for g in groups:
         if g.fallback:
             raise unsupported(g.root, g.fallback)
-        if g.root.opcode in PHASES and g.root.opcode not in PER_THREAD:
+        if g.root.opcode in PHASES and g.root.opcode not in PER_THREAD | set(GPU_FRAMES):
             raise unsupported(g.root, "only loop kernels (elementwise, data movement) and "
                                       "reductions have GPU code so far")
     outputs = kernel_outputs(comp)
@@ -99,7 +104,10 @@ def emit_gpu_kernel(comp: Computation, name: str, arch: str = nvptx.DEFAULT_ARCH
     gen = Elemental(b, {id(p): Source(ptr, p.shape) for p, ptr in zip(inputs, in_ptrs)})
     stores = _stores(outputs, leaves, out_ptrs)
     row = row_reduce(comp, groups, outputs)
-    if row is not None:
+    framed = [g.root.opcode for g in groups if g.root.opcode in GPU_FRAMES]
+    if framed:
+        launch = GPU_FRAMES[framed[0]](gen, comp, groups, stores, arch)
+    elif row is not None:
         emit_rows(gen, *row, stores)
         rows, _ = rows_of(row[0][0])
         launch = (ROW_THREADS, max(1, rows))
