@@ -39,11 +39,12 @@ from llvmlite import ir
 
 from ..errors import UnsupportedError
 from ..ops import is_elementwise
+from ..shape import default_layout
 from .convert import convert
 from .elemental import Elemental
 from .emit_conv import conv_gemm
 from .emit_dot import Gemm, dot_gemm, multiply_add, zero_of
-from .emit_loops import Index, for_range
+from .emit_loops import Index, const, for_range, reshape_index, sub, udiv, urem
 from .emit_kernel import PHASES, store_outputs
 from .gpu_loops import special, strided
 from .intrinsics import call, declare
@@ -88,7 +89,7 @@ def emit_gemm_kernel(gen: Elemental, comp, groups, stores, arch: str) -> tuple[i
     frame of emit_gpu.GPU_FRAMES); returns the launch (threads, blocks)."""
     op = _contraction(groups)
     g = TO_GEMM[op.opcode](op)
-    _check_epilogue(comp, op, stores)
+    paths = epilogue_paths(comp, op, stores)
     if g.acc.kind == "complex":
         raise _refuse(op, "complex contractions have no GPU code yet")
     core = tensor_core(op, g, arch)
@@ -121,7 +122,7 @@ def emit_gemm_kernel(gen: Elemental, comp, groups, stores, arch: str) -> tuple[i
             b.call(barrier, [])
         multiply.store(c_tile)
         b.call(barrier, [])
-        _epilogue(gen, g, op, acc_t, stores, c_tile, tid, bi, m0, n0)
+        _epilogue(gen, g, op, acc_t, stores, paths, c_tile, tid, bi, m0, n0)
         b.call(barrier, [])                    # the next tile's loads overwrite the tile
     return TILE_THREADS, max(1, tiles)
 
@@ -143,20 +144,100 @@ def _refuse(inst, why: str) -> UnsupportedError:
                             f"{why}", line=inst.line, column=inst.column)
 
 
-def _check_epilogue(comp, op, stores) -> None:
-    """Every output has the contraction's shape and reads its result only at the output's
-    own position (through elementwise ops): what binding the result per element gives."""
-    at = {id(op)}
+# ----------------------------------------------- where the outputs read the result
+
+def epilogue_paths(comp, op, stores) -> dict[int, tuple]:
+    """id(output) -> the views (reshape, layout-keeping bitcast, transpose, slice) between
+    the contraction and that output, through elementwise ops: each output reads the result
+    at exactly one position per element, so the thread holding the result at position p
+    computes the output element(s) that read p (`landing`), with p's value bound. An output
+    that does not read the result has its shape and takes it position for position.
+    Anything else (a reduce or a broadcast of the result, two positions of it read by one
+    element) is refused."""
+    paths = {id(op): ()}
     for x in comp.post_order():
-        if x is comp.root and x.opcode == "tuple" or not any(id(o) in at for o in x.operands):
+        reading = [o for o in x.operands if id(o) in paths]
+        if not reading or x is comp.root and x.opcode == "tuple":
             continue
-        if not is_elementwise(x.opcode) or x.shape.dims != op.shape.dims:
-            raise _refuse(op, f"{x.opcode} ({x.name}) reads its result other than at its "
-                              "own position")
-        at.add(id(x))
+        path = paths[id(reading[0])]
+        if any([id(v) for v in paths[id(o)]] != [id(v) for v in path] for o in reading):
+            raise _refuse(op, f"{x.opcode} ({x.name}) reads its result at two positions")
+        if (is_elementwise(x.opcode) or x.opcode == "copy") and \
+                all(o.shape.dims == x.shape.dims for o in reading):
+            paths[id(x)] = path
+        elif x.opcode in LANDING and _plain_view(x):
+            paths[id(x)] = path + (x,)
+        else:
+            raise _refuse(op, f"{x.opcode} ({x.name}) reads its result other than at one "
+                              "position per element")
+    out = {}
     for o, _ in stores:
-        if o.shape.is_tuple or o.shape.dims != op.shape.dims:
-            raise _refuse(op, f"kernel output {o.name} is not of its shape")
+        if o.shape.is_tuple or id(o) not in paths and o.shape.dims != op.shape.dims:
+            raise _refuse(op, f"kernel output {o.name} neither reads it nor has its shape")
+        out[id(o)] = paths.get(id(o), ())
+    return out
+
+
+def _plain_view(x) -> bool:
+    """A bitcast is a view of this kind only as a row-major reshape of the same type."""
+    if x.opcode != "bitcast":
+        return True
+    op = x.operands[0]
+    return op.shape.element_type == x.shape.element_type and all(
+        s.layout is None or s.layout.minor_to_major == default_layout(s.rank).minor_to_major
+        for s in (x.shape, op.shape))
+
+
+def _reshaped(b, x, valid, index: Index):
+    return valid, reshape_index(b, index, x.shape.dims)
+
+
+def _transposed(b, x, valid, index: Index):
+    vals = index.values(b)
+    return valid, Index(x.shape.dims, values=[vals[d] for d in x.attrs["dimensions"]])
+
+
+def _sliced(b, x, valid, index: Index):
+    """Inside the slice where the position is on its grid: (position - start) / stride."""
+    out = []
+    for v, n, (start, limit, stride) in zip(index.values(b), index.dims, x.attrs["slice"]):
+        rel = sub(b, v, start)
+        if (start, limit) != (0, n):
+            valid = _all(b, valid, _below(b, rel, limit - start))
+        if stride > 1:
+            valid = _all(b, valid, _is_zero(b, urem(b, rel, stride)))
+        out.append(udiv(b, rel, stride))
+    return valid, Index(x.shape.dims, values=out)
+
+
+def _below(b, x, n: int):
+    """x < n for an x that may be negative (so compared unsigned)."""
+    return 0 <= x < n if isinstance(x, int) else b.icmp_unsigned("<", x, I64(n))
+
+
+def _is_zero(b, x):
+    return x == 0 if isinstance(x, int) else b.icmp_unsigned("==", x, I64(0))
+
+
+def _all(b, x, y):
+    if x is None or isinstance(x, bool) or isinstance(y, bool):
+        return y if x is None or x is True else x if y is True else False
+    return b.and_(x, y)
+
+
+# view opcode -> (builder, view, valid, index in its operand) -> (valid, index in the view)
+LANDING = {"reshape": _reshaped, "bitcast": _reshaped, "transpose": _transposed,
+           "slice": _sliced}
+
+
+def landing(b, path: tuple, index: Index):
+    """Where the result's element at `index` lands after the views `path`: (None if it
+    always lands, else whether it does (i1, or a bool on Python ints), its index there).
+    `b` may be None when the index holds Python ints (what the tests run)."""
+    valid = None
+    for x in path:
+        valid, index = LANDING[x.opcode](b, x, valid, index)
+    return (None if valid is True else valid), index
 
 
 def tensor_core(op, g: Gemm, arch: str) -> TensorCore | None:
@@ -397,11 +478,15 @@ def _parts(b, value, n: int) -> list:
     return [b.extract_value(value, i) for i in range(n)]
 
 
-def _epilogue(gen: Elemental, g: Gemm, op, acc_t, stores, c_tile, tid, bi, m0, n0) -> None:
+def _epilogue(gen: Elemental, g: Gemm, op, acc_t, stores, paths, c_tile, tid, bi, m0, n0):
     """Store the tile: element e = (row, column) of it by thread e mod 256, the
-    contraction's value bound for every output computed at that position."""
+    contraction's value bound for every output computed where that element lands in it
+    (outputs on the same views share one computation)."""
     b = gen.b
-    outputs = [(o, dests, None) for o, dests in stores]
+    by_path: dict[tuple, tuple] = {}
+    for o, dests in stores:
+        path = paths[id(o)]
+        by_path.setdefault(tuple(map(id, path)), (path, []))[1].append((o, dests, None))
     with strided(b, tid, I64(TILE_THREADS), BM * BN) as e:
         row, col = store_position(IrArith(b), e)
         m, n = b.add(m0, row), b.add(n0, col)
@@ -410,5 +495,13 @@ def _epilogue(gen: Elemental, g: Gemm, op, acc_t, stores, c_tile, tid, bi, m0, n
             x = b.load(b.gep(c_tile, [e], source_etype=acc_t.compute), typ=acc_t.compute)
             gen.bindings[id(op)] = convert(b, x, acc_t, g.out_type)
             at = b.add(g.c_row(b, bi, m), b.mul(n, I64(g.c_stride)))
-            store_outputs(gen, outputs, Index(op.shape.dims, linear=at), at)
+            for path, outputs in by_path.values():
+                valid, where = landing(b, path, Index(op.shape.dims, linear=at))
+                if valid is None:
+                    store_outputs(gen, outputs, where, where.linear(b))
+                    continue
+                if valid is False:                 # lands nowhere (an empty output)
+                    continue
+                with b.if_then(valid):
+                    store_outputs(gen, outputs, where, const(where.linear(b)))
             del gen.bindings[id(op)]

@@ -18,6 +18,7 @@ import hlo_opt
 from hlo_opt.errors import UnsupportedError
 from hlo_opt.fusion.stage import fuse
 from hlo_opt.lowering import emit_gpu, emit_gpu_dot as gd, nvptx
+from hlo_opt.lowering.emit_loops import Index
 
 PTXAS = shutil.which("ptxas")
 needs_ptxas = pytest.mark.skipif(PTXAS is None, reason="ptxas (CUDA) is not on PATH")
@@ -292,19 +293,78 @@ def test_convolution_is_an_implicit_gemm_kernel(what, tmp_path):
     assert ("wmma.mma" in ptx) == (what != "transposed")
 
 
-TRANSPOSED_EPILOGUE = """HloModule m
+QKV = """HloModule m
+ENTRY e {
+  x = f16[2,16,64] parameter(0)
+  w = f16[64,192] parameter(1)
+  bias = f16[192] parameter(2)
+  d = f16[2,16,192] dot(x, w), lhs_contracting_dims={2}, rhs_contracting_dims={0}
+  bb = f16[2,16,192] broadcast(bias), dimensions={2}
+  s = f16[2,16,192] add(d, bb)
+  q = f16[2,16,64] slice(s), slice={[0:2], [0:16], [0:64]}
+  qr = f16[2,16,4,16] reshape(q)
+  qt = f16[2,4,16,16] transpose(qr), dimensions={0,2,1,3}
+  k = f16[2,16,64] slice(s), slice={[0:2], [0:16], [64:128]}
+  kr = f16[2,16,4,16] reshape(k)
+  kt = f16[2,4,16,16] transpose(kr), dimensions={0,2,1,3}
+  v = f16[2,16,32] slice(s), slice={[0:2], [0:16], [129:192:2]}
+  vr = f16[2,16,2,16] bitcast(v)
+  ROOT r = (f16[2,4,16,16], f16[2,4,16,16], f16[2,16,2,16]) tuple(qt, kt, vr)
+}
+"""
+
+
+def test_each_element_lands_where_the_outputs_views_read_it():
+    """Split, reshape, transpose, strided slice and bitcast of the result, run on
+    integers: every result position lands where numpy's views put it, and every output
+    element is reached exactly once."""
+    entry = hlo_opt.parse(QKV).entry
+    d = next(i for i in entry.instructions if i.name == "d")
+    result = np.arange(np.prod(d.shape.dims)).reshape(d.shape.dims)
+    s = result.reshape(2, 16, 192)
+    expected = [s[:, :, 0:64].reshape(2, 16, 4, 16).transpose(0, 2, 1, 3),
+                s[:, :, 64:128].reshape(2, 16, 4, 16).transpose(0, 2, 1, 3),
+                s[:, :, 129:192:2].reshape(2, 16, 2, 16)]
+    paths = gd.epilogue_paths(entry, d, [(o, None) for o in entry.root.operands])
+    for out, want in zip(entry.root.operands, expected):
+        got = np.full(want.shape, -1)
+        for p in itertools.product(*map(range, d.shape.dims)):
+            valid, where = gd.landing(None, paths[id(out)], Index(d.shape.dims, values=p))
+            if valid is not False:
+                assert got[tuple(where.values(None))] == -1
+                got[tuple(where.values(None))] = result[p]
+        np.testing.assert_array_equal(got, want)
+
+
+@needs_ptxas
+def test_split_projection_is_one_kernel_storing_each_part_where_it_lands(tmp_path):
+    """A fused QKV projection: the dot and bias computed once per element, stored into
+    the one of three outputs (split, reshaped, transposed) it lands in."""
+    kernel = emit_gpu.emit_gpu_kernel(hlo_opt.parse(QKV).entry, "k")
+    assert (kernel.n_outputs, kernel.blocks) == (3, _tiles(1, 32, 192))
+    ptx = _ptx(kernel, "sm_90", tmp_path)
+    assert "wmma.mma" in ptx and ptx.count("st.global") == 3
+
+
+ROW_SUMS = """HloModule m
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT c = f32[] add(a, b)
+}
 ENTRY e {
   a = f32[16,8] parameter(0)
   b = f32[8,24] parameter(1)
   d = f32[16,24] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
-  ROOT t = f32[24,16] transpose(d), dimensions={1,0}
+  z = f32[] constant(0)
+  ROOT r = f32[16] reduce(d, z), dimensions={1}, to_apply=add
 }
 """
 COMPLEX = _dot("c64", 8, 8, 8)
 
 
 @pytest.mark.parametrize("text, why", [
-    (TRANSPOSED_EPILOGUE, r"transpose \(t\) reads its result other than at its own position"),
+    (ROW_SUMS, r"reduce \(r\) reads its result other than at one position per element"),
     (COMPLEX, "complex contractions have no GPU code yet"),
 ])
 def test_refused_forms_are_one_line_errors_at_the_op(text, why):

@@ -29,19 +29,18 @@ needs_libdevice = pytest.mark.skipif(nvptx.libdevice_path() is None,
 FILES = corpus_files()
 # Corpus modules whose every gpu kernel is a loop, reduce, dot or convolution kernel GPU code
 # is emitted for: all of them must have PTX; the others have a kernel GPU code is not emitted
-# for (scatter, sort, a dot read other than at its output's position: a split of a fused
-# QKV projection, a reduce-window over a convolution).
-_BOTH = {"activations", "attention_1h", "cnn", "complex_fft", "cond_switch", "cumulative",
-         "dropout", "elementwise_chain", "integer_ops", "layernorm", "layout_ops",
-         "low_precision", "mlp_fwd", "mlp_fwd_bf16", "one_hot_xent", "random_sampling",
-         "reductions", "rmsnorm", "scan_rnn", "scan_rnn_grad", "softmax", "softmax_bf16",
-         "while_loop", "x64_ops"} | {f"shared/{m}_small" for m in (
-             "attention_1h", "elementwise", "gelu_exact", "gelu", "layernorm", "mlp_fwd_bf16",
-             "mlp_fwd", "redundancy_raw", "redundancy", "relu", "rmsnorm", "silu",
-             "softmax_bf16", "softmax")}
-ALL_PTX = _BOTH | {f"{m}.xla_opt" for m in _BOTH} | {"shared/cnn_small"} | {
-    f"{m}.xla_opt" for m in ("attention_bf16", "gpt2_block", "gpt2_block_train", "mha",
-                             "shared/gpt2_block_small", "shared/mha_small")}
+# for (scatter, sort, a dot or convolution whose result a reduce or reduce-window reads in
+# the same fusion: XLA's fused softmax logits, an average pool after a convolution).
+_BOTH = {"activations", "attention_1h", "attention_bf16", "cnn", "complex_fft", "cond_switch",
+         "cumulative", "dropout", "elementwise_chain", "gpt2_block", "gpt2_block_train",
+         "integer_ops", "layernorm", "layout_ops", "low_precision", "mha", "mlp_fwd",
+         "mlp_fwd_bf16", "one_hot_xent", "random_sampling", "reductions", "rmsnorm",
+         "scan_rnn", "scan_rnn_grad", "softmax", "softmax_bf16", "while_loop", "x64_ops"} | {
+    f"shared/{m}_small" for m in (
+        "attention_1h", "elementwise", "gelu_exact", "gelu", "gpt2_block", "layernorm", "mha",
+        "mlp_fwd_bf16", "mlp_fwd", "redundancy_raw", "redundancy", "relu", "rmsnorm", "silu",
+        "softmax_bf16", "softmax")}
+ALL_PTX = _BOTH | {f"{m}.xla_opt" for m in _BOTH} | {"shared/cnn_small", "transformer_lm"}
 
 
 def assemble(ptx: str, tmp_path, arch: str = "sm_90") -> None:
