@@ -24,11 +24,12 @@ M, N or K (ragged edges add nothing); barrier; multiply; barrier. Two ways to mu
 
 Then the accumulated tile goes to shared memory (over the A and B tiles) and the block
 stores it, consecutive threads at consecutive columns: per element the dot's value (rounded
-once to its type) is bound in the Elemental and every kernel output is computed at that
-position, so a bias, activation or convert after the dot is part of the one launch. A
-kernel whose outputs read the dot other than at their own position (a transpose of it, a
-reduce over it), has outputs of another shape, or another op with a loop structure of its
-own, is an UnsupportedError, as are complex contractions.
+once to its type) is bound in the Elemental and every kernel output is computed where that
+element lands in it (its own position, or through slices, reshapes and transposes: a split
+QKV projection), so a bias, activation or convert after the dot is part of the one launch.
+A kernel whose outputs read the result otherwise (a reduce or broadcast of it), or with
+another op with a loop structure of its own, is an UnsupportedError, as are complex
+contractions.
 """
 from __future__ import annotations
 
