@@ -277,7 +277,10 @@ CONVS = {
                         "f64[3,3,3,4]", "f64[1,13,13,4]"),
     "grouped": _conv("size=3x3 pad=1_1x1_1", "f32[2,9,9,8]", "f32[3,3,2,8]",
                      "f32[2,9,9,8]", ", feature_group_count=4"),
+    "batch_grouped": _conv("size=3x3", "bf16[4,8,8,3]", "bf16[3,3,3,4]", "bf16[2,6,6,4]",
+                           ", batch_group_count=2"),
 }
+GROUPS = {"grouped": 4, "batch_grouped": 2}
 
 
 @needs_ptxas
@@ -287,7 +290,7 @@ def test_convolution_is_an_implicit_gemm_kernel(what, tmp_path):
     features; padding, strides, dilations and groups are index arithmetic in the loads."""
     [kernel] = _kernels(CONVS[what])
     out = kernel.comp.root.shape.dims
-    groups = 4 if what == "grouped" else 1
+    groups = GROUPS.get(what, 1)
     assert kernel.blocks == _tiles(groups, out[0] * out[1] * out[2], out[3] // groups)
     ptx = _ptx(kernel, "sm_90", tmp_path)
     assert ("wmma.mma" in ptx) == (what != "transposed")
