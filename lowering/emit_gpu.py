@@ -60,8 +60,10 @@ GPU_FRAMES = {"dot": emit_gpu_dot.emit_gemm_kernel,
 @dataclass
 class GpuKernel:
     """An emitted kernel: its LLVM IR (NVPTX triple), what the host passes it, and how to
-    launch it (`blocks` blocks of `threads` threads; any grid is correct, this one gives
-    each thread one element, or each block one row of a row reduction)."""
+    launch it (`blocks` blocks of `threads` threads; any number of blocks is correct, this
+    one gives each thread one element, or each block one row of a row reduction or one
+    output tile of a dot; row and dot kernels need exactly `threads` threads per block).
+    Shared memory is static (in the PTX)."""
     name: str
     ir: str
     n_outputs: int                     # output buffers (a tuple-shaped output has several)
