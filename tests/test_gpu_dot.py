@@ -367,11 +367,21 @@ ENTRY e {
   ROOT r = f32[16] reduce(d, z), dimensions={1}, to_apply=add
 }
 """
+SYMMETRIZED = """HloModule m
+ENTRY e {
+  a = f32[16,8] parameter(0)
+  b = f32[8,16] parameter(1)
+  d = f32[16,16] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  t = f32[16,16] transpose(d), dimensions={1,0}
+  ROOT s = f32[16,16] add(d, t)
+}
+"""
 COMPLEX = _dot("c64", 8, 8, 8)
 
 
 @pytest.mark.parametrize("text, why", [
     (ROW_SUMS, r"reduce \(r\) reads its result other than at one position per element"),
+    (SYMMETRIZED, r"add \(s\) reads its result at two positions"),
     (COMPLEX, "complex contractions have no GPU code yet"),
 ])
 def test_refused_forms_are_one_line_errors_at_the_op(text, why):
