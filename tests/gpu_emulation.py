@@ -28,6 +28,7 @@ from hlo_opt.lowering import jit, libcalls
 _I32_FN = ctypes.CFUNCTYPE(ctypes.c_int32)
 _VOID_FN = ctypes.CFUNCTYPE(None)
 _CALL_FN = ctypes.CFUNCTYPE(None, ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p)
+BARRIER_S = 60           # a thread missing a barrier breaks it (an error, not a hang)
 
 
 def host_ir(text: str, calls: list) -> str:
@@ -88,7 +89,7 @@ class _Warps:
 
     def __init__(self, threads: int, local):
         self.local = local
-        self.barriers = [threading.Barrier(32) for _ in range(threads // 32)]
+        self.barriers = [threading.Barrier(32, timeout=BARRIER_S) for _ in range(threads // 32)]
         self.deposits: dict = {}
 
     def call(self, calls, number, args, res) -> None:
@@ -156,13 +157,23 @@ def run(kernel, arrays: list[np.ndarray]) -> None:
         llvm.get_process_triple(), str(machine.target_data))))
     module.verify()
     local, state = threading.local(), {}
+    errors: list[BaseException] = []
+
+    def reported(fn):
+        """ctypes drops a (void) callback's exception: keep it for the end of the run."""
+        def call(*args) -> None:
+            try:
+                fn(*args)
+            except BaseException as e:      # noqa: BLE001 - reported after the join
+                errors.append(e)
+        return call
     callbacks = {
         "emu_tid": _I32_FN(lambda: local.tid), "emu_ntid": _I32_FN(lambda: kernel.threads),
         "emu_ctaid": _I32_FN(lambda: state["block"]),
         "emu_nctaid": _I32_FN(lambda: kernel.blocks),
-        "emu_barrier": _VOID_FN(lambda: state["barrier"].wait() and None),
-        "emu_call": _CALL_FN(lambda number, args, res: state["warps"].call(
-            calls, number, args, res)),
+        "emu_barrier": _VOID_FN(reported(lambda: state["barrier"].wait() and None)),
+        "emu_call": _CALL_FN(reported(lambda number, args, res: state["warps"].call(
+            calls, number, args, res))),
     }
     for name, fn in callbacks.items():
         llvm.add_symbol(name, ctypes.cast(fn, ctypes.c_void_p).value)
@@ -171,16 +182,12 @@ def run(kernel, arrays: list[np.ndarray]) -> None:
     entry = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * len(arrays))(
         engine.get_function_address(kernel.name))
     pointers = [a.ctypes.data for a in arrays]
-    errors: list[BaseException] = []
 
     def thread(tid: int) -> None:
         local.tid = tid
-        try:
-            entry(*pointers)
-        except BaseException as e:          # noqa: BLE001 - reported after the join
-            errors.append(e)
+        entry(*pointers)
     for block in range(kernel.blocks):
-        state.update(block=block, barrier=threading.Barrier(kernel.threads),
+        state.update(block=block, barrier=threading.Barrier(kernel.threads, timeout=BARRIER_S),
                      warps=_Warps(kernel.threads, local))
         threads = [threading.Thread(target=thread, args=(t,)) for t in range(kernel.threads)]
         for t in threads:
