@@ -13,7 +13,7 @@ this emulator's own (the hardware's is unspecified): lane l holds elements [l * 
 E) of the row-major fragment, E = elements / 32, in its first registers; mma gathers the
 warp's 32 lanes behind a warp barrier. So the kernels' tile layouts, pointers, strides and
 conversions are executed, not the hardware's fragment layout or the NVPTX backend. Warp
-shuffles are not supported."""
+butterfly shuffles (`shfl.sync.bfly.i32`) exchange values behind the same warp barrier."""
 from __future__ import annotations
 
 import ctypes
@@ -34,17 +34,18 @@ BARRIER_S = 60           # a thread missing a barrier breaks it (an error, not a
 def host_ir(text: str, calls: list) -> str:
     """The kernel's IR for the host: no NVPTX triple, layout, calling convention or
     address space 3; special registers and the barrier as calls to `emu_*` functions;
-    each wmma or tf32 intrinsic as a function spilling its arguments for `emu_call`
+    each wmma, tf32 or shuffle intrinsic as a function spilling its arguments for `emu_call`
     (its description appended to `calls`)."""
     text = re.sub(r"^target (triple|datalayout) = .*$", "", text, flags=re.M)
     text = text.replace("ptx_kernel ", "").replace(" addrspace(3)", "")
     text = re.sub(r'@"?llvm\.nvvm\.read\.ptx\.sreg\.(\w+)\.x"?', r"@emu_\1", text)
     text = re.sub(r'@"?llvm\.nvvm\.barrier0"?', "@emu_barrier", text)
-    text = re.sub(r"^declare (.*) @\"llvm\.nvvm\.((?:wmma|f2tf32)[^\"]*)\"\((.*)\)$",
+    text = re.sub(r"^declare (.*) @\"llvm\.nvvm\.((?:wmma|f2tf32|shfl)[^\"]*)\"\((.*)\)$",
                   lambda m: _spilling(m[1], m[2], m[3], calls), text, flags=re.M)
-    text = re.sub(r'@"llvm\.nvvm\.((?:wmma|f2tf32)[^"]*)"', r'@"emu.\1"', text)
-    if "llvm.nvvm." in text:
-        raise ValueError("the kernel uses NVVM intrinsics the emulator does not have")
+    text = re.sub(r'@"llvm\.nvvm\.((?:wmma|f2tf32|shfl)[^"]*)"', r'@"emu.\1"', text)
+    if "llvm.nvvm." in text or "@__nv_" in text or '@"__nv_' in text:
+        raise ValueError("the kernel uses NVVM intrinsics or libdevice functions, which "
+                         "the emulator does not have")
     return text + "\ndeclare void @emu_call(i32, ptr, ptr)\n"
 
 
@@ -99,12 +100,23 @@ class _Warps:
         if name == "f2tf32.rna":
             bits = int.from_bytes(raw[0], "little")
             out = [((bits + 0x1000) & 0xFFFFE000).to_bytes(4, "little")]
+        elif name == "shfl.sync.bfly.i32":
+            out = [self._exchange(raw[1], int.from_bytes(raw[2], "little"))]
         else:
             parts = name.split(".")          # wmma.m16n16k16.load.a.row.stride.f16.p3
             k = int(parts[1].split("k")[1])
             out = getattr(self, "_" + parts[2])(parts, k, raw)
         for i, b in enumerate(out or []):
             ctypes.memmove(res + 8 * i, b, len(b))
+
+    def _exchange(self, value: bytes, offset: int) -> bytes:
+        """shfl.sync.bfly: the value of the lane whose number differs by xor `offset`."""
+        tid = self.local.tid
+        self.deposits[tid] = value
+        self.barriers[tid // 32].wait()
+        other = self.deposits[(tid & ~31) | ((tid % 32) ^ offset)]
+        self.barriers[tid // 32].wait()
+        return other
 
     def _lane_elements(self, rows: int, cols: int):
         per = rows * cols // 32
