@@ -29,7 +29,7 @@ def test_kernel_run_on_the_host_matches_the_interpreter(what):
     run(kernel, got + args)
     for g, w in zip(got, want):
         if w.dtype.kind in "fcV":                   # floats, complex, bf16 (ml_dtypes: V)
-            np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64),
+            np.testing.assert_allclose(g.astype(np.complex128), w.astype(np.complex128),
                                        rtol=1e-4, atol=1e-4)
         else:
             np.testing.assert_array_equal(g, w)
