@@ -26,10 +26,10 @@ Then the accumulated tile goes to shared memory (over the A and B tiles) and the
 stores it, consecutive threads at consecutive columns: per element the dot's value (rounded
 once to its type) is bound in the Elemental and every kernel output is computed where that
 element lands in it (its own position, or through slices, reshapes and transposes: a split
-QKV projection), so a bias, activation or convert after the dot is part of the one launch.
-A kernel whose outputs read the result otherwise (a reduce or broadcast of it), or with
-another op with a loop structure of its own, is an UnsupportedError, as are complex
-contractions.
+QKV projection; gpu_views.py), so a bias, activation or convert after the dot is part of
+the one launch. A kernel whose outputs read the result otherwise (a reduce or broadcast of
+it), or with another op with a loop structure of its own, is an UnsupportedError, as are
+complex contractions.
 """
 from __future__ import annotations
 
@@ -40,12 +40,12 @@ from llvmlite import ir
 
 from ..errors import UnsupportedError
 from ..ops import is_elementwise
-from ..shape import default_layout
 from .convert import convert
 from .elemental import Elemental
 from .emit_conv import conv_gemm
 from .emit_dot import Gemm, dot_gemm, multiply_add, zero_of
-from .emit_loops import Index, const, for_range, reshape_index, sub, udiv, urem
+from .emit_loops import Index, const, for_range
+from .gpu_views import LANDING, landing, plain_view
 from .emit_kernel import PHASES, store_outputs
 from .gpu_loops import special, strided
 from .intrinsics import call, declare
@@ -166,7 +166,7 @@ def epilogue_paths(comp, op, stores) -> dict[int, tuple]:
         if (is_elementwise(x.opcode) or x.opcode == "copy") and \
                 all(o.shape.dims == x.shape.dims for o in reading):
             paths[id(x)] = path
-        elif x.opcode in LANDING and _plain_view(x):
+        elif x.opcode in LANDING and plain_view(x):
             paths[id(x)] = path + (x,)
         else:
             raise _refuse(op, f"{x.opcode} ({x.name}) reads its result other than at one "
@@ -177,68 +177,6 @@ def epilogue_paths(comp, op, stores) -> dict[int, tuple]:
             raise _refuse(op, f"kernel output {o.name} neither reads it nor has its shape")
         out[id(o)] = paths.get(id(o), ())
     return out
-
-
-def _plain_view(x) -> bool:
-    """A bitcast is a view of this kind only as a row-major reshape of the same type."""
-    if x.opcode != "bitcast":
-        return True
-    op = x.operands[0]
-    return op.shape.element_type == x.shape.element_type and all(
-        s.layout is None or s.layout.minor_to_major == default_layout(s.rank).minor_to_major
-        for s in (x.shape, op.shape))
-
-
-def _reshaped(b, x, valid, index: Index):
-    return valid, reshape_index(b, index, x.shape.dims)
-
-
-def _transposed(b, x, valid, index: Index):
-    vals = index.values(b)
-    return valid, Index(x.shape.dims, values=[vals[d] for d in x.attrs["dimensions"]])
-
-
-def _sliced(b, x, valid, index: Index):
-    """Inside the slice where the position is on its grid: (position - start) / stride."""
-    out = []
-    for v, n, (start, limit, stride) in zip(index.values(b), index.dims, x.attrs["slice"]):
-        rel = sub(b, v, start)
-        if (start, limit) != (0, n):
-            valid = _all(b, valid, _below(b, rel, limit - start))
-        if stride > 1:
-            valid = _all(b, valid, _is_zero(b, urem(b, rel, stride)))
-        out.append(udiv(b, rel, stride))
-    return valid, Index(x.shape.dims, values=out)
-
-
-def _below(b, x, n: int):
-    """x < n for an x that may be negative (so compared unsigned)."""
-    return 0 <= x < n if isinstance(x, int) else b.icmp_unsigned("<", x, I64(n))
-
-
-def _is_zero(b, x):
-    return x == 0 if isinstance(x, int) else b.icmp_unsigned("==", x, I64(0))
-
-
-def _all(b, x, y):
-    if x is None or isinstance(x, bool) or isinstance(y, bool):
-        return y if x is None or x is True else x if y is True else False
-    return b.and_(x, y)
-
-
-# view opcode -> (builder, view, valid, index in its operand) -> (valid, index in the view)
-LANDING = {"reshape": _reshaped, "bitcast": _reshaped, "transpose": _transposed,
-           "slice": _sliced}
-
-
-def landing(b, path: tuple, index: Index):
-    """Where the result's element at `index` lands after the views `path`: (None if it
-    always lands, else whether it does (i1, or a bool on Python ints), its index there).
-    `b` may be None when the index holds Python ints (what the tests run)."""
-    valid = None
-    for x in path:
-        valid, index = LANDING[x.opcode](b, x, valid, index)
-    return (None if valid is True else valid), index
 
 
 def tensor_core(op, g: Gemm, arch: str) -> TensorCore | None:

@@ -1,4 +1,4 @@
-"""GPU dot and convolution kernels (`lowering/emit_gpu_dot.py`): a shared-memory tiled GEMM
+"""GPU dot and convolution kernels (`lowering/emit_gpu_dot.py`, `gpu_views.py`): a tiled GEMM
 with the fused epilogue at the store, on tensor cores (wmma) for f16/bf16 and (precision
 allowing) tf32, else SIMT multiply-adds.
 
@@ -21,7 +21,7 @@ import pytest
 import hlo_opt
 from hlo_opt.errors import UnsupportedError
 from hlo_opt.fusion.stage import fuse
-from hlo_opt.lowering import emit_gpu, emit_gpu_dot as gd, nvptx
+from hlo_opt.lowering import emit_gpu, emit_gpu_dot as gd, gpu_views, nvptx
 from hlo_opt.lowering.emit_loops import Index
 from gpu_emulation import run
 
@@ -337,7 +337,7 @@ def test_each_element_lands_where_the_outputs_views_read_it():
     for out, want in zip(entry.root.operands, expected):
         got = np.full(want.shape, -1)
         for p in itertools.product(*map(range, d.shape.dims)):
-            valid, where = gd.landing(None, paths[id(out)], Index(d.shape.dims, values=p))
+            valid, where = gpu_views.landing(None, paths[id(out)], Index(d.shape.dims, values=p))
             if valid is not False:
                 assert got[tuple(where.values(None))] == -1
                 got[tuple(where.values(None))] = result[p]
