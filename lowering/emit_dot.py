@@ -102,7 +102,7 @@ def emit_gemm(kb, g: Gemm, out, lo, hi) -> None:
 
 # ------------------------------------------------------------------ plain loop per output
 
-def _multiply_add(b, acc, x, y, t: ElemType):
+def multiply_add(b, acc, x, y, t: ElemType):
     if t.kind == "complex":
         re = b.fsub(b.fmul(x[0], y[0]), b.fmul(x[1], y[1]))
         im = b.fadd(b.fmul(x[0], y[1]), b.fmul(x[1], y[0]))
@@ -116,7 +116,7 @@ def _multiply_add(b, acc, x, y, t: ElemType):
     return b.add(acc, b.mul(x, y))
 
 
-def _zero(t: ElemType):
+def zero_of(t: ElemType):
     if t.kind == "complex":
         return (t.compute(0.0), t.compute(0.0))
     return t.compute(0.0) if t.kind == "float" else t.compute(0)
@@ -133,12 +133,12 @@ def _emit_simple(kb, g: Gemm, out, lo, hi) -> None:
         n = b.urem(t, I64(g.n))
         rest = b.udiv(t, I64(g.n))
         m, bi = b.urem(rest, I64(g.m)), b.udiv(rest, I64(g.m))
-        _put(b, slot, _zero(acc_t))
+        _put(b, slot, zero_of(acc_t))
         with for_range(b, 0, g.k, "k") as k:
             gen.push_scope()
             x = convert(b, g.a_value(gen, bi, m, k), g.a_type, acc_t)
             y = convert(b, g.b_value(gen, bi, k, n), g.b_type, acc_t)
-            _put(b, slot, _multiply_add(b, _get(b, slot, acc_t), x, y, acc_t))
+            _put(b, slot, multiply_add(b, _get(b, slot, acc_t), x, y, acc_t))
             gen.pop_scope()
         value = convert(b, _get(b, slot, acc_t), acc_t, g.out_type)
         index = b.add(g.c_row(b, bi, m), b.mul(n, I64(g.c_stride)))

@@ -22,7 +22,8 @@ body of every CPU loop too. The GPU's part is the frame around that body:
 Kernels with another structure get a schedule of their own, chosen by GPU_SCHEDULES per
 opcode the kernel holds: reductions by rows (emit_gpu_reduce.py, emit_gpu_split.py) or
 columns (emit_gpu_columns.py), transposes through shared-memory tiles
-(emit_gpu_transpose.py), and kernels that are one sort, top-k, scatter or
+(emit_gpu_transpose.py), dots and convolutions with their epilogue as tiled
+GEMMs (emit_gpu_dot.py), and kernels that are one sort, top-k, scatter or
 select-and-scatter (emit_gpu_sort.py, emit_gpu_scatter.py: a `gpu_frame.Frame` in, the
 `Launch` it settled on out). Any other reduce or reduce-window is computed per output
 element by its elemental generator inside this loop (a fold over the reduced elements per
@@ -36,10 +37,9 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
-from ..errors import UnsupportedError
-from ..ir import Computation, Instruction, Module
+from ..ir import Computation, Module
 from ..kernels import executed_computations
-from . import emit_gpu_scatter, emit_gpu_sort, fallback, nvptx, phases
+from . import emit_gpu_dot, emit_gpu_scatter, emit_gpu_sort, fallback, nvptx, phases
 from .elemental import Elemental, Source
 from .emit_gpu_columns import column_reduce
 from .emit_gpu_reduce import row_schedule, row_reduce
@@ -47,7 +47,7 @@ from .emit_gpu_split import split_reduce
 from .emit_gpu_transpose import tiled_transpose
 from .emit_kernel import PHASES, array_constants, kernel_outputs, store_outputs
 from .emit_loops import Index
-from .gpu_frame import Frame
+from .gpu_frame import Frame, Launch, unsupported
 from .gpu_loops import BUFFER_ALIGN, Schedule, grid_stride_range, vector_width
 from .intrinsics import set_math_library
 from .ltypes import I64, PTR, VOID
@@ -58,6 +58,8 @@ LOOP_THREADS = 256                 # threads per block of a loop kernel
 # Ops with a loop structure of their own that a GPU thread computes one output element of
 # (looping over the reduced elements or the window, as elemental.py's generators do).
 PER_THREAD = frozenset({"reduce", "reduce-window"})
+# Phase root opcode -> the frame of a kernel holding such a phase, with a loop structure of
+# its own: frame(gen, comp, phases, stores, arch) emits the body and returns (threads, blocks).
 
 
 @dataclass
@@ -86,11 +88,6 @@ class GpuKernel:
     initial_copies: tuple[tuple[int, int], ...] = ()
 
 
-def unsupported(inst: Instruction, why: str) -> UnsupportedError:
-    return UnsupportedError(f"GPU code for {inst.opcode} ({inst.name}) is not emitted yet: "
-                            f"{why}", line=inst.line, column=inst.column)
-
-
 def emit_gpu_kernel(comp: Computation, name: str, arch: str = nvptx.DEFAULT_ARCH) -> GpuKernel:
     """Emit kernel `comp` as NVPTX kernel `name`: in the schedule GPU_SCHEDULES chooses for
     it, else one thread per output element."""
@@ -101,7 +98,7 @@ def emit_gpu_kernel(comp: Computation, name: str, arch: str = nvptx.DEFAULT_ARCH
                                                 else [o.shape])]
     inputs = comp.parameters + array_constants(comp)
 
-    schedule = _schedule(comp, groups, outputs)
+    schedule = _schedule(comp, groups, outputs, arch)
     scratch = schedule is not None and schedule.scratch_bytes > 0
 
     mod = nvptx.new_module(name, arch)
@@ -141,22 +138,30 @@ def _check(groups, outputs) -> None:
         if op in SINGLE_OP and not alone:
             raise unsupported(g.root, "it is fused with other outputs or phases (a kernel "
                                       f"with a {op} has GPU code when that is all it stores)")
-        if op in PHASES and op not in PER_THREAD | set(SINGLE_OP):
+        if op in PHASES and op not in PER_THREAD | set(SINGLE_OP) | set(CONTRACTIONS):
             raise unsupported(g.root, "only loop kernels (elementwise, data movement), "
-                                      "reductions, sort and scatter have GPU code so far")
+                                      "reductions, dots, sort and scatter have GPU code so far")
 
 
 def _single_op(frame, scratch=lambda root: 0):
     """The schedule of a kernel that is one op with a frame of its own (gpu_frame): the
     frame is handed the op and returns the grid it settled on while emitting."""
-    def choose(comp, groups, outputs) -> Schedule:
+    def choose(comp, groups, outputs, arch) -> Schedule:
         root, inputs = groups[0].root, comp.parameters + array_constants(comp)
         return Schedule(lambda gen, stores, buffer: frame(
             Frame(gen, root, stores[0][1], inputs, buffer)), 0, 0, scratch(root))
     return choose
 
 
-def _reduce_schedule(comp, groups, outputs) -> Schedule | None:
+def _contraction(comp, groups, outputs, arch) -> Schedule:
+    """A kernel computing a dot or convolution: a tiled GEMM with the epilogue applied as
+    each output tile is stored (emit_gpu_dot), or an UnsupportedError for what it cannot
+    fuse."""
+    return Schedule(lambda gen, stores, _: Launch(*emit_gpu_dot.emit_gemm_kernel(
+        gen, comp, groups, stores, arch)), 0, 0)
+
+
+def _reduce_schedule(comp, groups, outputs, arch) -> Schedule | None:
     """Row reductions (few long rows split over blocks), else column reductions."""
     row = row_reduce(comp, groups, outputs)
     if row is None:
@@ -164,21 +169,25 @@ def _reduce_schedule(comp, groups, outputs) -> Schedule | None:
     return split_reduce(comp, *row) or row_schedule(comp, *row)
 
 
-# Schedules by an opcode the kernel holds: each looks at the whole kernel and returns a
-# Schedule for it (how its work is laid on the grid) or declines (None).
+# Schedules by an opcode the kernel holds, tried in this order: each looks at the whole
+# kernel (and the architecture) and returns a Schedule for it (how its work is laid on the
+# grid) or declines (None).
 SINGLE_OP = {"sort": _single_op(emit_gpu_sort.emit_sort, emit_gpu_sort.scratch_bytes),
              "topk": _single_op(emit_gpu_sort.emit_sort, emit_gpu_sort.scratch_bytes),
              "custom-call": _single_op(emit_gpu_sort.emit_sort,     # XLA:CPU's TopK
                                        emit_gpu_sort.scratch_bytes),
              "scatter": _single_op(emit_gpu_scatter.emit_scatter),
              "select-and-scatter": _single_op(emit_gpu_scatter.emit_select_and_scatter)}
-GPU_SCHEDULES = {**SINGLE_OP, "reduce": _reduce_schedule, "transpose": tiled_transpose}
+CONTRACTIONS = {"dot": _contraction, "convolution": _contraction}
+GPU_SCHEDULES = {**SINGLE_OP, **CONTRACTIONS, "reduce": _reduce_schedule,
+                 "transpose": lambda comp, groups, outputs, arch:       # any architecture
+                 tiled_transpose(comp, groups, outputs)}
 
 
-def _schedule(comp, groups, outputs) -> Schedule | None:
+def _schedule(comp, groups, outputs, arch) -> Schedule | None:
     held = {x.opcode for x in comp.post_order()}
     for opcode, choose in GPU_SCHEDULES.items():
-        schedule = choose(comp, groups, outputs) if opcode in held else None
+        schedule = choose(comp, groups, outputs, arch) if opcode in held else None
         if schedule is not None:
             return schedule
     return None

@@ -31,11 +31,10 @@ import math
 
 from llvmlite import ir
 
-from ..errors import UnsupportedError
 from .emit_gather import scatter_layout, scatter_position, scatter_start, selected
 from .emit_loops import Index, const, delinearize, nest
 from .emit_reduce import Reducer, read_slots, stack_slots, write_slots
-from .gpu_frame import Frame, Launch
+from .gpu_frame import Frame, Launch, unsupported
 from .gpu_loops import grid_stride_range
 from .ltypes import I1, I64, PTR, elem, from_storage, gep, store, to_storage
 
@@ -54,7 +53,7 @@ def emit_scatter(f: Frame) -> Launch:
     inst, gen = f.root, f.gen
     b = gen.b
     if len(inst.operands) != 3:
-        raise _unsupported(inst, "a variadic scatter (its outputs are combined together, "
+        raise unsupported(inst, "a variadic scatter (its outputs are combined together, "
                                  "which no atomic operation does)")
     operand, _, updates = inst.operands
     _check_width(inst)
@@ -145,7 +144,7 @@ def _initial_copy(f: Frame, operand) -> tuple:
     for j, x in enumerate(f.inputs):
         if x is operand:
             return ((0, j),)
-    raise _unsupported(f.root, "its operand is computed in the kernel (the host copies a "
+    raise unsupported(f.root, "its operand is computed in the kernel (the host copies a "
                                "kernel input into the output before the launch)")
 
 
@@ -217,10 +216,5 @@ def _to_bits(b: ir.IRBuilder, value, et):
 def _check_width(inst) -> None:
     et = elem(inst.shape.element_type)
     if et.bits > 64:
-        raise _unsupported(inst, f"{et.name} elements (no atomic operation is wider than "
+        raise unsupported(inst, f"{et.name} elements (no atomic operation is wider than "
                                  "64 bits)")
-
-
-def _unsupported(inst, why: str) -> UnsupportedError:
-    return UnsupportedError(f"GPU code for {inst.opcode} ({inst.name}) is not emitted: {why}",
-                            line=inst.line, column=inst.column)

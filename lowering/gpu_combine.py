@@ -12,7 +12,7 @@ from llvmlite import ir
 from .emit_reduce import read_slots, stack_slots, write_slots
 from .gpu_frame import barrier, shared_array, shared_slot
 from .intrinsics import declare
-from .ltypes import I32, I64, VOID
+from .ltypes import I32, I64
 
 WARP = 32
 FULL_MASK = -1                    # every lane of the warp takes part in the shuffle

@@ -12,10 +12,17 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
+from ..errors import UnsupportedError
 from ..ir import Instruction
 from .elemental import Elemental, Source
 from .intrinsics import declare
 from .ltypes import I64, VOID
+
+
+def unsupported(inst: Instruction, why: str) -> UnsupportedError:
+    """The one-line error for a kernel op without GPU code, at the op's position."""
+    return UnsupportedError(f"GPU code for {inst.opcode} ({inst.name}) is not emitted yet: "
+                            f"{why}", line=inst.line, column=inst.column)
 
 
 @dataclass
