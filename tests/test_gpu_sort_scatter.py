@@ -440,7 +440,7 @@ def test_atomic_combination_computes_the_update_computation(ty, op):
 
 # (threads per block, blocks: None = the recorded launch) of the host launches; 2 blocks
 # make a block take several rows (sort) or updates (scatter)
-HOST_LAUNCHES = [(1, None), (5, None), (5, 2)]
+HOST_LAUNCHES = [(1, None), (5, None), (5, 2), (None, None)]
 
 
 def run_kernel_on_host(text: str, args: dict, threads: int,
