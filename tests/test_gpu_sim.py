@@ -101,6 +101,21 @@ def test_an_intrinsic_the_simulator_does_not_know_is_refused():
         gpu_sim.run_kernel(lane_kernel(body, 32, "vote"), [np.zeros(32, np.int32)], [])
 
 
+def test_libdevice_functions_are_the_host_c_librarys_or_refused():
+    """__nv_sin is the C library's sin; a libdevice function the runtime's C library does
+    not have (__nv_brev) is refused by name."""
+    def body(bld, tid, name):
+        d = ir.DoubleType()
+        fn = declare(bld.module, name, d, [d])
+        return bld.fptosi(bld.fmul(bld.call(fn, [bld.uitofp(tid, d)]), d(1000.0)), I32)
+    out = np.zeros(32, np.int32)
+    gpu_sim.run_kernel(lane_kernel(lambda b, t: body(b, t, "__nv_sin"), 32, "nv_sin"), [out], [])
+    assert out.tolist() == [int(np.sin(t) * 1000) for t in range(32)]
+    with pytest.raises(SimulationError, match="__nv_brev has no host counterpart"):
+        gpu_sim.run_kernel(lane_kernel(lambda b, t: body(b, t, "__nv_brev"), 32, "nv_brev"),
+                           [out], [])
+
+
 def test_simulated_device_has_every_method_of_the_real_one():
     real = {n for n, _ in inspect.getmembers(cuda_device.CudaDevice, inspect.isfunction)
             if not n.startswith("_")}
@@ -147,6 +162,13 @@ FOCUSED = {
     "row product u64": reduce_module("u64", "multiply", "1", shape="[3,40]"),
     "row sum c64": reduce_module("c64", "add", "(0, 0)", shape="[3,70]"),
     "to a scalar": reduce_module("f32", "add", "0", dims="{0,1}", shape="[7,90]"),
+    "rows of one element (s32 max)": reduce_module("s32", "maximum", "-2147483648",
+                                                   shape="[5,1]"),
+    "rows of 33: a partial warp (f16 sum)": reduce_module("f16", "add", "0", shape="[4,33]"),
+    "rows of 257: one more than the block (pred or)": reduce_module("pred", "or", "false",
+                                                                    shape="[3,257]"),
+    "s8 min of two minor dims": reduce_module("s8", "minimum", "127", dims="{1,2}",
+                                              shape="[3,5,60]"),
     "argmax (variadic)": ARGMAX,
     "epilogue (rsqrt of the mean)": RMS,
     "row outputs (x / mean)": NORMALIZED,
