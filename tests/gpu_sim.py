@@ -9,8 +9,10 @@ is replaced by a host definition from `INTRINSICS` (an intrinsic not in that tab
 * special registers (`tid`, `ctaid`, `ntid`, `nctaid` in x/y/z, `laneid`, `warpsize`) read
   the calling host thread's context (pthread_getspecific: MCJIT has no thread-local
   storage), launches being 1-D as the host program makes them;
-* `barrier0` is a native barrier on host atomics (a generation counter; waiting threads
-  yield the CPU) over the block's threads; `bar.warp.sync` the same over a warp's lanes;
+* `barrier0` is a native barrier on host atomics over the block's threads (a generation
+  counter; waiting threads sleep on a futex, or yield the CPU where there is none; one not
+  every thread reaches is a SimulationError after BARRIER_SECONDS, not a hang);
+  `bar.warp.sync` the same over a warp's lanes;
 * `shfl.sync.{bfly,up,down,idx}.{i32,f32}`: each lane writes its value into its slot,
   the warp meets at its barrier, each lane reads its source lane's slot (PTX's lane, clamp
   and segment arithmetic), and the warp meets again before the slots are reused;
@@ -382,8 +384,9 @@ def _param_types(params: str) -> list[str]:
 
 
 def host_ir(kernel: GpuKernel, prefix: str) -> tuple[str, bool]:
-    """(the host module of `kernel`, whose entries are `prefix`.init/.failed/.run; whether
-    its threads wait for each other). SimulationError for what cannot be simulated."""
+    """(the host module of `kernel`, whose entries are `prefix`.init/.failed/.run/.launch;
+    whether its threads wait for each other). SimulationError for what cannot be
+    simulated."""
     text = re.sub(r'^target (triple|datalayout) = .*$', "", kernel.ir, flags=re.M)
     text = text.replace(" addrspace(3)", "")
     if "addrspace" in text or re.search(r"\basm\b", text):
@@ -421,8 +424,8 @@ def host_ir(kernel: GpuKernel, prefix: str) -> tuple[str, bool]:
     n_args = kernel.n_outputs + kernel.n_inputs + (kernel.scratch_bytes > 0)
     args = "\n".join(f"  %p{k}.at = getelementptr ptr, ptr %argv, i32 {k}\n"
                      f"  %p{k} = load ptr, ptr %p{k}.at" for k in range(n_args))
-    runtime = RUNTIME.format(warps=MAX_THREADS // WARP, n=MAX_THREADS, futex=FUTEX or 0, nap_ns=NAP_NS,
-                             prefix=prefix, kernel=kernel.name, args=args,
+    runtime = RUNTIME.format(warps=MAX_THREADS // WARP, n=MAX_THREADS, futex=FUTEX or 0,
+                             nap_ns=NAP_NS, prefix=prefix, kernel=kernel.name, args=args,
                              params=", ".join(f"ptr %p{k}" for k in range(n_args)))
     header = (f'target triple = "{binding.get_process_triple()}"\n'
               f'target datalayout = "{jit.target_machine().target_data}"\n')

@@ -67,7 +67,8 @@ SHUFFLES = [("bfly", 16, 31), ("bfly", 1, 31), ("down", 3, 31), ("up", 5, 0),
             ("idx", 7, 31), ("idx", 2, 0x1C1F), ("down", 2, 0x181F), ("bfly", 4, 3)]
 
 
-@pytest.mark.parametrize("mode, b, c", SHUFFLES, ids=[f"{m} b={b} c={c:#x}" for m, b, c in SHUFFLES])
+@pytest.mark.parametrize("mode, b, c", SHUFFLES,
+                         ids=[f"{m} b={b} c={c:#x}" for m, b, c in SHUFFLES])
 def test_shuffles_read_the_lane_ptx_defines(mode, b, c):
     """Two warps, each lane shuffling 1000 * warp + lane: every lane gets its source lane's
     value within its own warp (lane, clamp and segment arithmetic as PTX's), in every mode."""
