@@ -240,3 +240,15 @@ def test_softmax_as_one_row_kernel_matches_the_interpreter(blocks):
     with np.errstate(all="ignore"):
         want = hlo_opt.evaluate(module, [x])
     assert_outputs_match([out], want, f"softmax in {blocks or 9} blocks")
+
+
+def test_arguments_and_outputs_on_the_simulated_gpu_and_a_profile():
+    """An argument placed on the device beforehand is read in place, outputs can stay on
+    the device (DeviceArray.get reads them back), and profile() times each kernel."""
+    module = hlo_opt.parse(FOCUSED["softmax row kernel"])
+    exe = simulated(module)
+    x = np.random.default_rng(2).standard_normal((9, 300)).astype(np.float32)
+    [y] = exe.run([exe.put(x)], device=True)
+    assert_outputs_match([y.get()], hlo_opt.evaluate(module, [x]), "softmax on device")
+    rows = exe.profile([x], calls=2)
+    assert len(rows) == exe.stats["kernels"] and all(seconds > 0 for _, seconds, _, _ in rows)
