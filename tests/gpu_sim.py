@@ -8,7 +8,7 @@ is replaced by a host definition from `INTRINSICS` (an intrinsic not in that tab
 
 * special registers (`tid`, `ctaid`, `ntid`, `nctaid` in x/y/z, `laneid`, `warpsize`) read
   the calling host thread's context (pthread_getspecific: MCJIT has no thread-local
-  storage), launches being 1-D as the host program makes them;
+  storage; or the running fiber's), launches being 1-D as the host program makes them;
 * `barrier0` is a native barrier on host atomics over the block's threads (a generation
   counter; waiting threads sleep on a futex, or yield the CPU where there is none; one not
   every thread reaches is a SimulationError after BARRIER_SECONDS, not a hang);
@@ -22,10 +22,13 @@ is replaced by a host definition from `INTRINSICS` (an intrinsic not in that tab
 Shared memory (address space 3) becomes one host global per shared array: the blocks of a
 launch run one after the other (every thread meets at an end-of-block barrier before the
 next block), so one copy is all a block ever sees, as on a GPU. A kernel that meets at a
-barrier or shuffles runs its block's threads as that many host threads; any other kernel
-(whose threads cannot wait for each other) runs every (block, thread) in order in one host
-call, which is one of the interleavings a GPU may execute, unless a test asks for
-concurrent threads (atomics under contention).
+barrier or shuffles runs its block's threads as that many fibers (glibc's ucontext) in the
+calling host thread: a fiber waiting at a barrier switches to the next, and a scheduler
+resumes the unfinished ones in turn (about 0.5 us a switch, against several for waking
+an OS thread; without ucontext, or when a test asks for `concurrent` threads, they are
+pthreads). Any other kernel (whose threads cannot wait for each other) runs every (block,
+thread) in order in one host call, one of the interleavings a GPU may execute, unless a
+test asks for concurrent threads (atomics under contention).
 
 `SimulatedDevice` has the methods of lowering/cuda_device.CudaDevice, device memory being
 host memory; gpu_runtime.GpuExecutable hands it the GpuKernels (its `load_kernels`) rather
@@ -51,6 +54,8 @@ from hlo_opt.lowering.emit_gpu import GpuKernel
 from hlo_opt.lowering.nvptx import LIBDEVICE_PREFIX
 
 WARP = 32
+CONTEXT_BYTES = 8192               # one ucontext_t (968 bytes on x86-64, 4560 on arm64)
+FIBER_STACK_BYTES = 256 * 1024
 MAX_THREADS = 1024                 # a block's threads at most (CUDA's limit)
 BARRIER_SECONDS = 60               # a thread waiting this long at one barrier: a hang
 NAP_NS = 10_000_000                # a futex wait's timeout
@@ -115,6 +120,16 @@ RUNTIME = r"""
 @"sim.yield" = internal global ptr null
 @"sim.futex" = internal global ptr null
 @"sim.create" = internal global ptr null
+@"sim.getcontext" = internal global ptr null
+@"sim.makecontext" = internal global ptr null
+@"sim.swapcontext" = internal global ptr null
+@"sim.fiber_mode" = internal global i32 0
+@"sim.current" = internal global i32 0
+@"sim.fiber_ctx" = internal global [{n} x ptr] zeroinitializer
+@"sim.contexts" = internal global ptr null
+@"sim.scheduler" = internal global [{ctx_bytes} x i8] zeroinitializer, align 16
+@"sim.finished" = internal global [{n} x i32] zeroinitializer
+@"sim.fiber_launch" = internal global {{ i32, i32, ptr }} zeroinitializer
 @"sim.join" = internal global ptr null
 @"sim.tries" = internal global i64 0
 @"sim.nap" = internal global {{i64, i64}} {{i64 0, i64 {nap_ns}}}
@@ -125,9 +140,22 @@ RUNTIME = r"""
 @"sim.slots" = internal global [{n} x i32] zeroinitializer
 
 define internal i32 @"sim.context"(i32 %field) {{
+entry:
+  %fibers = load i32, ptr @"sim.fiber_mode"
+  %in_fiber = icmp ne i32 %fibers, 0
+  br i1 %in_fiber, label %fiber, label %thread
+fiber:
+  %current = load i32, ptr @"sim.current"
+  %slot = getelementptr [{n} x ptr], ptr @"sim.fiber_ctx", i32 0, i32 %current
+  %fiber_ctx = load ptr, ptr %slot
+  br label %read
+thread:
   %get = load ptr, ptr @"sim.getspecific"
   %key = load i32, ptr @"sim.key"
-  %ctx = call ptr %get(i32 %key)
+  %thread_ctx = call ptr %get(i32 %key)
+  br label %read
+read:
+  %ctx = phi ptr [%fiber_ctx, %fiber], [%thread_ctx, %thread]
   %p = getelementptr i32, ptr %ctx, i32 %field
   %v = load i32, ptr %p
   ret i32 %v
@@ -162,6 +190,18 @@ spin:
   %out = or i1 %moved, %gave_up
   br i1 %out, label %done, label %nap
 nap:
+  %fiber_mode = load i32, ptr @"sim.fiber_mode"
+  %in_fiber = icmp ne i32 %fiber_mode, 0
+  br i1 %in_fiber, label %switch, label %os_thread
+switch:
+  %current = load i32, ptr @"sim.current"
+  %contexts = load ptr, ptr @"sim.contexts"
+  %at = mul i32 %current, {ctx_bytes}
+  %mine = getelementptr i8, ptr %contexts, i32 %at
+  %swap = load ptr, ptr @"sim.swapcontext"
+  %sw = call i32 %swap(ptr %mine, ptr @"sim.scheduler")
+  br label %napped
+os_thread:
   br i1 %has_futex, label %sleep, label %yield
 sleep:
   %gen64 = zext i32 %gen to i64
@@ -248,8 +288,12 @@ entry:
 }}
 
 define void @"{prefix}.init"(i32 %key, ptr %get, ptr %set, ptr %yield, ptr %create,
-                             ptr %join, ptr %futex, i64 %tries) {{
+                             ptr %join, ptr %getcontext, ptr %makecontext,
+                             ptr %swapcontext, ptr %futex, i64 %tries) {{
   store i32 %key, ptr @"sim.key"
+  store ptr %getcontext, ptr @"sim.getcontext"
+  store ptr %makecontext, ptr @"sim.makecontext"
+  store ptr %swapcontext, ptr @"sim.swapcontext"
   store ptr %create, ptr @"sim.create"
   store ptr %join, ptr @"sim.join"
   store ptr %futex, ptr @"sim.futex"
@@ -266,7 +310,7 @@ define i32 @"{prefix}.failed"() {{
 }}
 
 ; threads [tid, tid_end) of every block in turn; with %together the caller is one of ntid
-; host threads, which meet after each block
+; threads (fibers or pthreads), which meet after each block
 define void @"{prefix}.run"(i32 %tid, i32 %tid_end, i32 %ntid, i32 %nctaid, i32 %together,
                             ptr %argv) {{
 entry:
@@ -279,6 +323,8 @@ entry:
   %set = load ptr, ptr @"sim.setspecific"
   %key = load i32, ptr @"sim.key"
   %r = call i32 %set(i32 %key, ptr %ctx)
+  %fiber_slot = getelementptr [{n} x ptr], ptr @"sim.fiber_ctx", i32 0, i32 %tid
+  store ptr %ctx, ptr %fiber_slot
 {args}
   br label %block
 block:
@@ -369,6 +415,100 @@ joined:
 done:
   ret void
 }}
+
+; a block's threads as ntid fibers (ucontext) in the calling host thread: each runs every
+; block as a pthread would; one waiting at a barrier switches back to the scheduler, which
+; resumes the unfinished fibers in turn until all are done, in thread order and in reverse
+; order every other round (so that a missing barrier shows whichever side it leaves
+; unordered)
+define internal void @"sim.fiber_entry"() {{
+  %t = load i32, ptr @"sim.current"
+  %ntidp = getelementptr {{ i32, i32, ptr }}, ptr @"sim.fiber_launch", i32 0, i32 0
+  %ntid = load i32, ptr %ntidp
+  %nctaidp = getelementptr {{ i32, i32, ptr }}, ptr @"sim.fiber_launch", i32 0, i32 1
+  %nctaid = load i32, ptr %nctaidp
+  %argvp = getelementptr {{ i32, i32, ptr }}, ptr @"sim.fiber_launch", i32 0, i32 2
+  %argv = load ptr, ptr %argvp
+  %end = add i32 %t, 1
+  call void @"{prefix}.run"(i32 %t, i32 %end, i32 %ntid, i32 %nctaid, i32 1, ptr %argv)
+  %me = load i32, ptr @"sim.current"
+  %done = getelementptr [{n} x i32], ptr @"sim.finished", i32 0, i32 %me
+  store i32 1, ptr %done
+  ret void
+}}
+
+define void @"{prefix}.fibers"(i32 %ntid, i32 %nctaid, ptr %argv, ptr %contexts,
+                               ptr %stacks, i64 %stack_bytes) {{
+entry:
+  %ntidp = getelementptr {{ i32, i32, ptr }}, ptr @"sim.fiber_launch", i32 0, i32 0
+  store i32 %ntid, ptr %ntidp
+  %nctaidp = getelementptr {{ i32, i32, ptr }}, ptr @"sim.fiber_launch", i32 0, i32 1
+  store i32 %nctaid, ptr %nctaidp
+  %argvp = getelementptr {{ i32, i32, ptr }}, ptr @"sim.fiber_launch", i32 0, i32 2
+  store ptr %argv, ptr %argvp
+  store ptr %contexts, ptr @"sim.contexts"
+  %getcontext = load ptr, ptr @"sim.getcontext"
+  %makecontext = load ptr, ptr @"sim.makecontext"
+  %swap = load ptr, ptr @"sim.swapcontext"
+  br label %make
+make:
+  %t = phi i32 [0, %entry], [%t.next, %make]
+  %at = mul i32 %t, {ctx_bytes}
+  %ctx = getelementptr i8, ptr %contexts, i32 %at
+  %g = call i32 %getcontext(ptr %ctx)
+  %link = getelementptr i8, ptr %ctx, i32 8
+  store ptr @"sim.scheduler", ptr %link
+  %t64 = zext i32 %t to i64
+  %stack_at = mul i64 %t64, %stack_bytes
+  %stack = getelementptr i8, ptr %stacks, i64 %stack_at
+  %sp = getelementptr i8, ptr %ctx, i32 16
+  store ptr %stack, ptr %sp
+  %flags = getelementptr i8, ptr %ctx, i32 24
+  store i32 0, ptr %flags
+  %size = getelementptr i8, ptr %ctx, i32 32
+  store i64 %stack_bytes, ptr %size
+  call void (ptr, ptr, i32, ...) %makecontext(ptr %ctx, ptr @"sim.fiber_entry", i32 0)
+  %done = getelementptr [{n} x i32], ptr @"sim.finished", i32 0, i32 %t
+  store i32 0, ptr %done
+  %t.next = add i32 %t, 1
+  %more = icmp ult i32 %t.next, %ntid
+  br i1 %more, label %make, label %started
+started:
+  store i32 1, ptr @"sim.fiber_mode"
+  br label %round
+round:
+  %u = phi i32 [0, %started], [%u.next, %resumed], [0, %next_round]
+  %left = phi i32 [0, %started], [%left.next, %resumed], [0, %next_round]
+  %reverse = phi i1 [false, %started], [%reverse, %resumed], [%flipped, %next_round]
+  %last_fiber = sub i32 %ntid, 1
+  %backwards = sub i32 %last_fiber, %u
+  %v = select i1 %reverse, i32 %backwards, i32 %u
+  %udone = getelementptr [{n} x i32], ptr @"sim.finished", i32 0, i32 %v
+  %finished = load i32, ptr %udone
+  %waiting = icmp eq i32 %finished, 0
+  br i1 %waiting, label %resume, label %resumed
+resume:
+  store i32 %v, ptr @"sim.current"
+  %uat = mul i32 %v, {ctx_bytes}
+  %uctx = getelementptr i8, ptr %contexts, i32 %uat
+  %s = call i32 %swap(ptr @"sim.scheduler", ptr %uctx)
+  br label %resumed
+resumed:
+  %ran = zext i1 %waiting to i32
+  %left.next = add i32 %left, %ran
+  %u.next = add i32 %u, 1
+  %more_fibers = icmp ult i32 %u.next, %ntid
+  br i1 %more_fibers, label %round, label %round_end
+round_end:
+  %any = icmp ne i32 %left.next, 0
+  br i1 %any, label %next_round, label %done_all
+next_round:
+  %flipped = xor i1 %reverse, true
+  br label %round
+done_all:
+  store i32 0, ptr @"sim.fiber_mode"
+  ret void
+}}
 """
 
 _DECLARE = re.compile(r'^declare\s+(?P<ret>.+?)\s+@"?(?P<name>[^"(\s]+)"?\((?P<params>.*)\)'
@@ -425,6 +565,7 @@ def host_ir(kernel: GpuKernel, prefix: str) -> tuple[str, bool]:
     args = "\n".join(f"  %p{k}.at = getelementptr ptr, ptr %argv, i32 {k}\n"
                      f"  %p{k} = load ptr, ptr %p{k}.at" for k in range(n_args))
     runtime = RUNTIME.format(warps=MAX_THREADS // WARP, n=MAX_THREADS, futex=FUTEX or 0,
+                             ctx_bytes=CONTEXT_BYTES,
                              nap_ns=NAP_NS, prefix=prefix, kernel=kernel.name, args=args,
                              params=", ".join(f"ptr %p{k}" for k in range(n_args)))
     header = (f'target triple = "{binding.get_process_triple()}"\n'
@@ -441,6 +582,9 @@ if _libc.pthread_key_create(ctypes.byref(_KEY), None) != 0:
 _HOST_FUNCTIONS = [ctypes.cast(getattr(_libc, f), ctypes.c_void_p).value
                    for f in ("pthread_getspecific", "pthread_setspecific", "sched_yield",
                              "pthread_create", "pthread_join")]
+FIBERS = FUTEX is not None and hasattr(_libc, "swapcontext")     # Linux's glibc ucontext
+_CONTEXT_FUNCTIONS = [ctypes.cast(getattr(_libc, f), ctypes.c_void_p).value if FIBERS else None
+                      for f in ("getcontext", "makecontext", "swapcontext")]
 _FUTEX = ctypes.cast(_libc.syscall, ctypes.c_void_p).value if FUTEX else None
 _TRIES = BARRIER_SECONDS * 10**9 // NAP_NS if FUTEX else YIELDS
 
@@ -452,21 +596,33 @@ class HostKernel:
         self.kernel = kernel
         prefix = f"sim.{jit.ir_hash(kernel.ir)}"
         text, self.waits = host_ir(kernel, prefix)
-        names = [f"{prefix}.{n}" for n in ("init", "failed", "run", "launch")]
+        names = [f"{prefix}.{n}" for n in ("init", "failed", "run", "launch", "fibers")]
         addresses = jit.compile_ir(text, names)
-        init, failed, run, launch = (addresses[n] for n in names)
-        ctypes.CFUNCTYPE(None, ctypes.c_uint, *[ctypes.c_void_p] * 6, ctypes.c_int64)(init)(
-            _KEY.value, *_HOST_FUNCTIONS, _FUTEX, _TRIES)
+        init, failed, run, launch = (addresses[n] for n in names[:4])
+        ctypes.CFUNCTYPE(None, ctypes.c_uint, *[ctypes.c_void_p] * 9, ctypes.c_int64)(init)(
+            _KEY.value, *_HOST_FUNCTIONS, *_CONTEXT_FUNCTIONS, _FUTEX, _TRIES)
+        self._fibers = ctypes.CFUNCTYPE(None, ctypes.c_int32, ctypes.c_int32, ctypes.c_void_p,
+                                        ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)(
+            addresses[f"{prefix}.fibers"])
+        self._memory = None                    # fibers' contexts and stacks, made once
         self._launch = ctypes.CFUNCTYPE(None, ctypes.c_int32, ctypes.c_int32,
                                         ctypes.c_void_p)(launch)
         self._failed = ctypes.CFUNCTYPE(ctypes.c_int32)(failed)
         self._run = ctypes.CFUNCTYPE(None, *[ctypes.c_int32] * 5, ctypes.c_void_p)(run)
         self._lock = threading.Lock()          # one launch at a time: one set of globals
 
+    def _as_fibers(self, threads: int, blocks: int, argv) -> None:
+        if self._memory is None:
+            self._memory = (np.zeros(MAX_THREADS * CONTEXT_BYTES + 64, np.uint8),
+                            np.zeros(MAX_THREADS * FIBER_STACK_BYTES + 64, np.uint8))
+        contexts, stacks = (-(-m.ctypes.data // 64) * 64 for m in self._memory)
+        self._fibers(threads, blocks, argv, contexts, stacks, FIBER_STACK_BYTES)
+
     def launch(self, pointers: list[int], threads: int, blocks: int,
                concurrent: bool | None = None) -> None:
         """`blocks` blocks of `threads` threads on the kernel's arguments; the block's
-        threads run as host threads when the kernel waits for them (or `concurrent`)."""
+        threads run as fibers when the kernel waits for them, as pthreads with
+        `concurrent` (atomics under contention), else one after the other."""
         if not 0 < threads <= MAX_THREADS or blocks <= 0:
             raise SimulationError(f"{self.kernel.name}: launch of {blocks} blocks of "
                                   f"{threads} threads")
@@ -476,7 +632,10 @@ class HostKernel:
             if not together:
                 self._run(0, threads, threads, blocks, 0, argv)
                 return
-            self._launch(threads, blocks, argv)
+            if concurrent is None and FIBERS:
+                self._as_fibers(threads, blocks, argv)
+            else:
+                self._launch(threads, blocks, argv)
             failed = self._failed()
             if failed:
                 raise SimulationError(f"{self.kernel.name}: " + (
@@ -524,7 +683,7 @@ class SimulatedDevice:
     (kernel name, blocks, threads) in order."""
     arch = "sm_90"
     capability = (9, 0)
-    name = "simulated GPU (host threads)"
+    name = "simulated GPU (host CPU)"
 
     def __init__(self):
         self._memory: dict[int, np.ndarray] = {}     # pointer -> its bytes

@@ -138,9 +138,10 @@ def test_launch_arguments_must_be_device_memory():
 # ---------------------------------------------------------------- whole modules
 
 FILES = corpus_files()
-# modules whose simulated run takes 1.5 to 6 s on 2 busy cores (about 40 s together, the
-# rest of this file about 25 s): row kernels of many rows (256 host threads meeting at
-# about 20 barriers per row), sorts; `-m "not slow"` leaves them out
+# modules whose simulated run takes 1.5 to 3.5 s on 2 cores (about 27 s together, the
+# rest of this file about 27 s): the JIT compiling their kernels for the host, row
+# kernels of many rows (256 fibers meeting at about 20 barriers per row), sorts;
+# `-m "not slow"` leaves them out
 SLOW = {"softmax", "reductions", "layernorm", "rmsnorm", "random_sampling", "sort_topk",
         "redundancy_small", "redundancy_raw_small"}
 
@@ -223,20 +224,22 @@ def test_row_kernels_run_their_recorded_launch():
     assert [launch[1:] for launch in device.launches] == [(9, 256), (9, 256), (11, 256)]
 
 
-@pytest.mark.parametrize("blocks", [None, 2])
-def test_softmax_as_one_row_kernel_matches_the_interpreter(blocks):
+@pytest.mark.parametrize("blocks, concurrent", [(None, None), (2, None), (None, True)],
+                         ids=["recorded launch", "2 blocks", "pthreads"])
+def test_softmax_as_one_row_kernel_matches_the_interpreter(blocks, concurrent):
     """The whole softmax as one kernel (two reduces, the second reading the first along the
-    row, and the normalized row): with its recorded launch (a block per row), and with 2
+    row, and the normalized row): with its recorded launch (a block per row), with 2
     blocks for 9 rows, where each block takes rows ctaid, ctaid + nctaid, ... and rewrites
     one row's shared slots for the next without a barrier at the row's end (as
-    emit_gpu_reduce claims it may)."""
+    emit_gpu_reduce claims it may), and with the block's threads as concurrent pthreads
+    rather than fibers."""
     module = hlo_opt.parse(FOCUSED["softmax row kernel"])
     kernel = emit_gpu.emit_gpu_kernel(module.entry, "softmax")
     assert (kernel.threads, kernel.blocks) == (256, 9)
     x = np.random.default_rng(1).standard_normal((9, 300)).astype(np.float32)
     x[3, 5] = np.inf
     out = np.zeros((9, 300), np.float32)
-    gpu_sim.run_kernel(kernel, [out], [x], blocks=blocks)
+    gpu_sim.run_kernel(kernel, [out], [x], blocks=blocks, concurrent=concurrent)
     with np.errstate(all="ignore"):
         want = hlo_opt.evaluate(module, [x])
     assert_outputs_match([out], want, f"softmax in {blocks or 9} blocks")
