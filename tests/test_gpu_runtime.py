@@ -293,15 +293,17 @@ def test_corpus_module_has_a_gpu_program_exactly_when_every_kernel_has_gpu_code(
 GPU = cuda_device.unavailable_reason()
 
 
-def check_on_gpu(compiled, module, what: str) -> None:
-    """`compiled` (the module or what optimize made of it) runs on the GPU as the
-    interpreter runs `module`, on random inputs and on inputs with edge values; or it is
-    refused because a kernel has no GPU code yet."""
+def check_on_gpu(compiled, module, what: str, build=None) -> None:
+    """`compiled` (the module or what optimize made of it) runs on the GPU (`build` makes
+    its executable: hlo_opt.compile's by default) as the interpreter runs `module`, on
+    random inputs and on inputs with edge values; or it is refused because a kernel has
+    no GPU code yet."""
+    build = build or (lambda m: hlo_opt.compile(m, target="gpu"))
     if refusal(compiled) is not None:
         with pytest.raises(UnsupportedError):
-            hlo_opt.compile(compiled, target="gpu")
+            build(compiled)
         return
-    exe = hlo_opt.compile(compiled, target="gpu")
+    exe = build(compiled)
     args = random_inputs(module, seed=0)
     with np.errstate(all="ignore"):
         assert_outputs_match(exe.run(args), hlo_opt.evaluate(module, args), what)

@@ -4,20 +4,20 @@ in Python on the same stage schedule and pair arithmetic the kernel uses); each 
 PTX assembles for sm_90 with the structure claimed (barriers per stage, shared memory or the
 scratch buffer, `atom.*` per combiner and type) and records its launch, scratch and initial
 copies; comparators, update and select computations go through the CPU's code. The
-atomic combination, and whole kernels launched with one thread per block, are compiled for
-the host CPU and run against the interpreter. No GPU runs here: several threads of a block
-(barriers, shared memory, atomics under contention) are not exercised by this file."""
+atomic combination, and whole kernels with one or several threads per block (host threads of
+the simulated GPU, tests/gpu_sim.py: barriers, shared memory, atomics under contention), are
+compiled for the host CPU and run against the interpreter. No GPU runs here."""
 from __future__ import annotations
 
 import ctypes
 import random
 import re
-import threading
 
 import numpy as np
 import pytest
-from llvmlite import binding, ir
+from llvmlite import ir
 
+import gpu_sim
 import hlo_opt
 from hlo_opt.errors import UnsupportedError
 from hlo_opt.fusion.stage import fuse
@@ -436,102 +436,11 @@ def test_atomic_combination_computes_the_update_computation(ty, op):
     assert (raw[x.nbytes:] == 0xA5).all()
 
 
-# ------------------------------------- whole kernels, threads of a block as host threads
-
-class HostBlock:
-    """The threads of one block as host threads: `tid.x` and the barrier are calls back
-    into Python (the thread's number; a threading.Barrier of all of them), so barriers,
-    shared memory (one module global: blocks run one after the other) and atomics (the
-    host's) are exercised concurrently."""
-    local = threading.local()
-    barrier: threading.Barrier | None = None
-
-    @staticmethod
-    def _tid():
-        return HostBlock.local.tid
-
-    @staticmethod
-    def _sync():
-        HostBlock.barrier.wait()
-
-
-_CALLBACKS = (ctypes.CFUNCTYPE(ctypes.c_int32)(HostBlock._tid),
-              ctypes.CFUNCTYPE(None)(HostBlock._sync))
-_CALLBACK_ADDRESSES = [ctypes.cast(c, ctypes.c_void_p).value for c in _CALLBACKS]
-
-
-def host_kernel(kernel: emit_gpu.GpuKernel, threads: int, blocks: int):
-    """The kernel's NVPTX IR compiled for the host CPU and launched with `threads` threads
-    per block (host threads) and `blocks` blocks, one block after the other: a launch the
-    kernel must be correct for (any grid), run without a GPU. Returns
-    launch(outputs, inputs)."""
-    text = kernel.ir.replace("ptx_kernel ", "").replace(" addrspace(3)", "")
-    text = re.sub(r'target triple = ".*"', f'target triple = "{binding.get_process_triple()}"',
-                  text)
-    text = re.sub(r'target datalayout = ".*"',
-                  f'target datalayout = "{jit.target_machine().target_data}"', text)
-    registers = {"ntid.x": f"ret i32 {threads}",
-                 "ctaid.x": '%v = load i32, ptr @"host.block"\n  ret i32 %v',
-                 "nctaid.x": '%v = load i32, ptr @"host.blocks"\n  ret i32 %v',
-                 "tid.x": '%f = load ptr, ptr @"host.tid"\n  %v = call i32 %f()\n'
-                          '  ret i32 %v'}
-    for register, body in registers.items():
-        name = f"llvm.nvvm.read.ptx.sreg.{register}"
-        text = text.replace(f'declare i32 @"{name}"()',
-                            f'define internal i32 @"host.{register}"() {{\n  {body}\n}}')
-        text = text.replace(f'@"{name}"', f'@"host.{register}"')
-    text = text.replace('declare void @"llvm.nvvm.barrier0"()', """
-define internal void @"host.barrier"() {
-  %f = load ptr, ptr @"host.sync"
-  call void %f()
-  ret void
-}""")
-    text = text.replace('@"llvm.nvvm.barrier0"', '@"host.barrier"')
-    text += """
-@"host.block" = internal global i32 0
-@"host.blocks" = internal global i32 1
-@"host.tid" = internal global ptr null
-@"host.sync" = internal global ptr null
-define void @"host.set_block"(i32 %b, i32 %n, ptr %tid, ptr %sync) {
-  store i32 %b, ptr @"host.block"
-  store i32 %n, ptr @"host.blocks"
-  store ptr %tid, ptr @"host.tid"
-  store ptr %sync, ptr @"host.sync"
-  ret void
-}
-"""
-    addresses = jit.compile_ir(text, [kernel.name, "host.set_block"])
-    n_args = kernel.n_outputs + kernel.n_inputs + (kernel.scratch_bytes > 0)
-    run = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * n_args)(addresses[kernel.name])
-    set_block = ctypes.CFUNCTYPE(None, ctypes.c_int32, ctypes.c_int32, ctypes.c_void_p,
-                                 ctypes.c_void_p)(addresses["host.set_block"])
-
-    def thread(tid: int, pointers: list, start: threading.Barrier) -> None:
-        HostBlock.local.tid = tid
-        start.wait()                          # all the block's threads run together
-        run(*pointers)
-
-    def launch(outputs: list, inputs: list) -> None:
-        for i, j in kernel.initial_copies:                   # what the host does first
-            outputs[i][...] = inputs[j]
-        scratch = [np.zeros(kernel.scratch_bytes, np.uint8)] if kernel.scratch_bytes else []
-        pointers = [a.ctypes.data for a in outputs + inputs + scratch]
-        for block in range(blocks):
-            set_block(block, blocks, *_CALLBACK_ADDRESSES)
-            HostBlock.barrier = threading.Barrier(threads, timeout=60)
-            start = threading.Barrier(threads, timeout=60)
-            pool = [threading.Thread(target=thread, args=(t, pointers, start))
-                    for t in range(threads)]
-            for t in pool:
-                t.start()
-            for t in pool:
-                t.join()
-    return launch
-
+# ------------------------------ whole kernels, threads of a block as host threads (gpu_sim)
 
 # (threads per block, blocks: None = the recorded launch) of the host launches; 2 blocks
 # make a block take several rows (sort) or updates (scatter)
-HOST_LAUNCHES = [(1, None), (5, None), (5, 2)]
+HOST_LAUNCHES = [(1, None), (5, None), (5, 2), (None, None)]
 
 
 def run_kernel_on_host(text: str, args: dict, threads: int,
@@ -546,7 +455,7 @@ def run_kernel_on_host(text: str, args: dict, threads: int,
     root = kernel.comp.root
     leaves = root.shape.leaves() if root.shape.is_tuple else [root.shape]
     outputs = [np.zeros(s.dims, s.dtype.numpy) for s in leaves]
-    host_kernel(kernel, threads, blocks or kernel.blocks)(outputs, inputs)
+    gpu_sim.run_kernel(kernel, outputs, inputs, threads, blocks, concurrent=True)
     want = hlo_opt.evaluate(module, [args[p.name] for p in module.entry.parameters])
     return outputs, list(want)
 
