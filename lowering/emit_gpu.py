@@ -47,7 +47,7 @@ from .emit_gpu_split import split_reduce
 from .emit_gpu_transpose import tiled_transpose
 from .emit_kernel import PHASES, array_constants, kernel_outputs, store_outputs
 from .emit_loops import Index
-from .gpu_frame import Frame, Launch, unsupported
+from .gpu_frame import Frame, Launch, SplitNeeded, unsupported
 from .gpu_loops import BUFFER_ALIGN, Schedule, grid_stride_range, vector_width
 from .intrinsics import set_math_library
 from .ltypes import I64, PTR, VOID
@@ -137,7 +137,8 @@ def _check(groups, outputs) -> None:
         alone = len(groups) == 1 and len(outputs) == 1 and outputs[0] is g.root
         if op in SINGLE_OP and not alone:
             raise unsupported(g.root, "it is fused with other outputs or phases (a kernel "
-                                      f"with a {op} has GPU code when that is all it stores)")
+                                      f"with a {op} has GPU code when that is all it stores)",
+                              split=True)
         if op in PHASES and op not in PER_THREAD | set(SINGLE_OP) | set(CONTRACTIONS):
             raise unsupported(g.root, "only loop kernels (elementwise, data movement), "
                                       "reductions, dots, sort and scatter have GPU code so far")
@@ -256,8 +257,36 @@ def _symbol(name: str, taken: set[str]) -> str:
     return symbol
 
 
+def launch_units(comp: Computation) -> list[list[phases.Phase]]:
+    """The launches a kernel whose phases cannot share one (SplitNeeded) runs as, in phase
+    order: each contraction or single-op phase alone, each run of other phases together
+    (a softmax after the dot of its logits stays one row kernel). Values between them go
+    through memory, as between kernels."""
+    apart = set(SINGLE_OP) | set(CONTRACTIONS)
+    units: list[list[phases.Phase]] = []
+    for g in phases.split(comp, fallback.why_not):
+        if g.root.opcode in apart or not units or units[-1][-1].root.opcode in apart:
+            units.append([g])
+        else:
+            units[-1].append(g)
+    return units
+
+
 def emit_kernels(module: Module, arch: str = nvptx.DEFAULT_ARCH) -> list[GpuKernel]:
-    return [emit_gpu_kernel(comp, name, arch) for name, comp in module_kernels(module)]
+    """Every launch of the module, in order: one per kernel, several (`NAME_k`) for a
+    kernel whose phases cannot share a launch."""
+    named = module_kernels(module)
+    taken = {name for name, _ in named}
+    out = []
+    for name, comp in named:
+        try:
+            out.append(emit_gpu_kernel(comp, name, arch))
+        except SplitNeeded:
+            position = {id(i): n for n, i in enumerate(comp.post_order())}
+            out.extend(emit_gpu_kernel(phases.computation(unit, position, comp.name),
+                                       _symbol(f"{name}_{k}", taken), arch)
+                       for k, unit in enumerate(launch_units(comp)))
+    return out
 
 
 def emit_llvm(module: Module, arch: str = nvptx.DEFAULT_ARCH, optimized: bool = True) -> str:

@@ -136,7 +136,8 @@ def _contraction(groups):
               g.root.opcode not in TO_GEMM and g.root.opcode not in ("reduce", "reduce-window")]
     if len(ops) > 1 or others:
         raise unsupported((ops[1:] + others)[0], f"a GPU kernel computes one "
-                          f"{ops[0].opcode} with elementwise ops around it, not several")
+                          f"{ops[0].opcode} with elementwise ops around it, not several",
+                          split=True)
     return ops[0]
 
 
@@ -157,7 +158,8 @@ def epilogue_paths(comp, op, stores) -> dict[int, tuple]:
             continue
         path = paths[id(reading[0])]
         if any([id(v) for v in paths[id(o)]] != [id(v) for v in path] for o in reading):
-            raise unsupported(op, f"{x.opcode} ({x.name}) reads its result at two positions")
+            raise unsupported(op, f"{x.opcode} ({x.name}) reads its result at two positions",
+                              split=True)
         if (is_elementwise(x.opcode) or x.opcode == "copy") and \
                 all(o.shape.dims == x.shape.dims for o in reading):
             paths[id(x)] = path
@@ -165,11 +167,12 @@ def epilogue_paths(comp, op, stores) -> dict[int, tuple]:
             paths[id(x)] = path + (x,)
         else:
             raise unsupported(op, f"{x.opcode} ({x.name}) reads its result other than at "
-                                  "one position per element")
+                                  "one position per element", split=True)
     out = {}
     for o, _ in stores:
         if o.shape.is_tuple or id(o) not in paths and o.shape.dims != op.shape.dims:
-            raise unsupported(op, f"kernel output {o.name} neither reads it nor has its shape")
+            raise unsupported(op, f"kernel output {o.name} neither reads it nor has its shape",
+                              split=True)
         out[id(o)] = paths.get(id(o), ())
     return out
 

@@ -19,10 +19,18 @@ from .intrinsics import declare
 from .ltypes import I64, VOID
 
 
-def unsupported(inst: Instruction, why: str) -> UnsupportedError:
-    """The one-line error for a kernel op without GPU code, at the op's position."""
-    return UnsupportedError(f"GPU code for {inst.opcode} ({inst.name}) is not emitted yet: "
-                            f"{why}", line=inst.line, column=inst.column)
+class SplitNeeded(UnsupportedError):
+    """The kernel's phases cannot share one launch (a dot whose result a reduce reads, a
+    sort fused with other outputs): each runs as a launch of its own (emit_gpu.launch_units),
+    with the values between them in memory."""
+
+
+def unsupported(inst: Instruction, why: str, split: bool = False) -> UnsupportedError:
+    """The one-line error for a kernel op without GPU code, at the op's position; with
+    `split`, the SplitNeeded that makes its kernel run as several launches."""
+    error = SplitNeeded if split else UnsupportedError
+    return error(f"GPU code for {inst.opcode} ({inst.name}) is not emitted yet: {why}",
+                 line=inst.line, column=inst.column)
 
 
 @dataclass

@@ -33,9 +33,10 @@ from ..errors import HloError
 from ..ir import Computation, Module
 from . import nvptx
 from .cuda_device import open_device
-from .emit_gpu import GpuKernel, emit_gpu_kernel
+from .emit_gpu import GpuKernel, emit_gpu_kernel, launch_units
 from .emit_kernel import array_constants
 from .fingerprint import fingerprint
+from .gpu_frame import SplitNeeded
 from .ltypes import array_bytes
 from .program import Buffer, Conditional, Copy, KernelStep, Program, ProgramBuilder, While
 from .runtime import (EXECUTABLE_CACHE_SIZE, KERNEL_CACHE_SIZE, LruCache, build, coerce,
@@ -73,6 +74,18 @@ def gpu_kernel_for(arch: str):
         with _lock:
             return _kernels.get_or_add((key, arch), lambda: make(comp, key))
     return kernel_for
+
+
+def _launches(kernel_for):
+    """The program builder's `split`: None for a kernel that is one launch (its code is
+    then cached), else its launch units (emit_gpu.launch_units)."""
+    def split(comp: Computation):
+        try:
+            kernel_for(comp)
+            return None
+        except SplitNeeded:
+            return launch_units(comp)
+    return split
 
 
 def compile_gpu(module: Module) -> "GpuExecutable":
@@ -135,8 +148,8 @@ class GpuExecutable:
     def __init__(self, module: Module, device):
         start = time.perf_counter()
         self.module, self.device, self.arch = module, device, device.arch
-        builder = ProgramBuilder(gpu_kernel_for(self.arch), split=lambda comp: None,
-                                 interpreter=False)
+        kernel_for = gpu_kernel_for(self.arch)
+        builder = ProgramBuilder(kernel_for, split=_launches(kernel_for), interpreter=False)
         self.program, builder, self.out_shapes, _ = build(module, builder, "gpu")
         self.param_shapes = [s for p in module.entry.parameters
                              for s in (p.shape.leaves() if p.shape.is_tuple else [p.shape])
