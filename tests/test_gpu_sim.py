@@ -1,11 +1,13 @@
 """GPU kernels and the GPU host program executed without a GPU (tests/gpu_sim.py).
 
-The simulator itself: shuffles follow PTX's lane arithmetic in every mode, a barrier some
-threads never reach is an error (not a hang), an NVVM intrinsic it does not know is refused,
-its device has CudaDevice's methods. Then every corpus module whose kernels all have GPU
-code runs through gpu_runtime's host program on the simulated device and equals the
-interpreter (random inputs and inputs with NaN, inf and -0; test_gpu_runtime.check_on_gpu's
-tolerances), the others are refused; and focused kernels: row reductions (sum, bf16 max,
+The simulator itself: shuffles follow PTX's lane arithmetic in every mode, f2tf32.rna
+rounds as PTX defines, a barrier some threads never reach is an error (not a hang), an NVVM
+intrinsic it does not know is refused, its device has CudaDevice's methods (its wmma:
+test_gpu_dot.py). Then every corpus module whose kernels all have GPU code (dots and
+convolutions on tensor cores included) runs through gpu_runtime's host program on the
+simulated device and equals the interpreter (random inputs and inputs with NaN, inf and -0;
+test_gpu_runtime.check_on_gpu: tf32-rounded operands where f32 contractions run as tf32),
+the others are refused; and focused kernels: row reductions (sum, bf16 max,
 argmax, softmax, epilogue and row outputs), loop kernels with outputs of different sizes,
 a host-driven while loop, a conditional.
 """
@@ -160,12 +162,15 @@ def test_launch_arguments_must_be_device_memory():
 # ---------------------------------------------------------------- whole modules
 
 FILES = corpus_files()
-# modules whose simulated run takes 1.5 to 3.5 s on 2 cores (about 27 s together, the
-# rest of this file about 27 s): the JIT compiling their kernels for the host, row
-# kernels of many rows (256 fibers meeting at about 20 barriers per row), sorts;
+# modules whose simulated run takes over 3 s on 2 cores: the JIT compiling their kernels
+# for the host, row kernels of many rows (256 fibers meeting at about 20 barriers per row),
+# sorts, and dot/convolution kernels of many tiles (256 fibers meeting at 2 block barriers
+# per K step and 2 warp barriers per mma: gpt2_block_small's run alone is ~35 s);
 # `-m "not slow"` leaves them out
 SLOW = {"softmax", "reductions", "layernorm", "rmsnorm", "random_sampling", "sort_topk",
-        "redundancy_small", "redundancy_raw_small"}
+        "redundancy_small", "redundancy_raw_small", "gpt2_block", "gpt2_block_small",
+        "gpt2_block_train", "transformer_lm", "transformer_lm_train", "cnn_train",
+        "mlp_train_adam", "mlp_train_small"}
 
 
 def _module_marks(path):
