@@ -16,6 +16,16 @@ is replaced by a host definition from `INTRINSICS` (an intrinsic not in that tab
 * `shfl.sync.{bfly,up,down,idx}.{i32,f32}`: each lane writes its value into its slot,
   the warp meets at its barrier, each lane reads its source lane's slot (PTX's lane, clamp
   and segment arithmetic), and the warp meets again before the slots are reused;
+* tensor cores, every wmma form emit_gpu_dot emits (`load.a/b.row.stride`, `mma.row.row`,
+  `store.d.row.stride`: m16n16k16 f16 and bf16, m16n16k8 tf32), follow PTX's definition of
+  what they compute, with a fragment layout of this simulator's own (the hardware's is
+  unspecified): lane l holds elements [l * E, (l + 1) * E) of the row-major fragment, E =
+  elements / 32, in its first registers; mma has each lane put its elements in its row of
+  `sim.fragments`, the warp meets at its barrier (a yield point for fibers, as a shuffle's),
+  each lane computes its 8 elements of D = A B + C (products exact, summed in double,
+  rounded once to f32) and the warp meets again; `f2tf32.rna` rounds to tf32's 10
+  mantissa bits, ties away from zero. So tile layouts, pointers, strides and conversions
+  are executed, not the hardware's fragment layout;
 * `membar.{cta,gl,sys}` are host fences; atomics are the host's own;
 * libdevice's `__nv_NAME` functions are the C library's `NAME` (the runtime's libm).
 
@@ -34,8 +44,8 @@ test asks for concurrent threads (atomics under contention).
 host memory; gpu_runtime.GpuExecutable hands it the GpuKernels (its `load_kernels`) rather
 than PTX, and each launch runs through the simulator. What this cannot check: timing, the
 GPU's memory model (the host's is stronger), the NVPTX backend and ptxas (test_gpu_ptx.py
-does), libdevice's own rounding (the host libm's is used), and intrinsics not in the table
-(tensor cores: wmma/mma, vote).
+does), libdevice's own rounding (the host libm's is used), the hardware's wmma fragment
+layout and accumulation order, and intrinsics not in the table (mma.sync, vote).
 """
 from __future__ import annotations
 
@@ -47,10 +57,11 @@ import threading
 import time
 
 import numpy as np
-from llvmlite import binding
+from llvmlite import binding, ir
 
 from hlo_opt.lowering import jit, libcalls
 from hlo_opt.lowering.emit_gpu import GpuKernel
+from hlo_opt.lowering.emit_gpu_dot import ACC_FRAGMENT, TENSOR_CORES
 from hlo_opt.lowering.nvptx import LIBDEVICE_PREFIX
 
 WARP = 32
@@ -100,16 +111,93 @@ def _shuffles() -> dict[str, str]:
     return table
 
 
+# wmma operand type -> (bytes of an element, IR making float {f} of its bits {x})
+FRAGMENT_ELEMENTS = {
+    "f16": (2, "{f}.h = bitcast i16 {x} to half\n  {f} = fpext half {f}.h to float"),
+    "bf16": (2, "{f}.w = zext i16 {x} to i32\n  {f}.s = shl i32 {f}.w, 16\n"
+                "  {f} = bitcast i32 {f}.s to float"),
+    "tf32": (4, "{f} = bitcast i32 {x} to float"),
+}
+REGISTER_BYTES = 32                # an A or B fragment's registers per lane, at most
+
+
+def _wmma() -> dict[str, str]:
+    """Every wmma form emit_gpu_dot emits (its TENSOR_CORES): row-major loads of A (16 x k)
+    and B (k x 16) into this simulator's fragment layout, the warp's D = A B + C (sim.mma)
+    and the row-major store of D (both copies: sim.fragment_copy)."""
+    table = {}
+    acc = str(ir.LiteralStructType([ir.FloatType()] * ACC_FRAGMENT))
+    for core in TENSOR_CORES.values():
+        size, decode = FRAGMENT_ELEMENTS[core.operand]
+        bits = f"i{8 * size}"
+        regs = str(ir.LiteralStructType([core.part] * core.parts))
+        part_bytes = core.part.get_abi_size(jit.target_machine().target_data)
+        assert part_bytes * core.parts <= REGISTER_BYTES
+        per = 16 * core.k // WARP                          # elements of A (or B) per lane
+        prefix = f"llvm.nvvm.wmma.{core.shape}"
+        for which, (rows, cols) in (("a", (16, core.k)), ("b", (core.k, 16))):
+            table[f"{prefix}.load.{which}.row.stride.{core.operand}.p3"] = (
+                f"%buf = alloca [{REGISTER_BYTES} x i8], align 16\n"
+                f"  store [{REGISTER_BYTES} x i8] zeroinitializer, ptr %buf\n"
+                f'  call void @"sim.fragment_copy"(ptr %a0, i32 %a1, i32 {rows}, i32 {cols}, '
+                f"i32 {size}, ptr %buf, i1 false)\n"
+                f"  %v = load {regs}, ptr %buf\n  ret {regs} %v")
+        lines = [f"%regs = alloca [2 x [{REGISTER_BYTES} x i8]], align 16",
+                 '%tid = call i32 @"sim.context"(i32 0)',
+                 '%slot = getelementptr [24 x float], ptr @"sim.fragments", i32 %tid']
+        for operand in (0, 1):                   # A's registers, then B's
+            for i in range(core.parts):
+                at = operand * REGISTER_BYTES + i * part_bytes
+                lines += [f"%r{operand}.{i} = getelementptr i8, ptr %regs, i32 {at}",
+                          f"store {core.part} %a{operand * core.parts + i}, ptr %r{operand}.{i}"]
+            for j in range(per):
+                x, f = f"%x{operand}.{j}", f"%f{operand}.{j}"
+                lines += [f"{x}.p = getelementptr i8, ptr %regs, i32 "
+                          f"{operand * REGISTER_BYTES + j * size}",
+                          f"{x} = load {bits}, ptr {x}.p", decode.format(x=x, f=f),
+                          f"{f}.at = getelementptr float, ptr %slot, i32 {8 * operand + j}",
+                          f"store float {f}, ptr {f}.at"]
+        for j in range(ACC_FRAGMENT):
+            lines += [f"%c{j} = getelementptr float, ptr %slot, i32 {16 + j}",
+                      f"store float %a{2 * core.parts + j}, ptr %c{j}"]
+        lines += ["%d = alloca [8 x float]", f'call void @"sim.mma"(i32 {core.k}, ptr %d)',
+                  f"%v = load {acc}, ptr %d", f"ret {acc} %v"]
+        table[f"{prefix}.mma.row.row.{core.mma}"] = "\n  ".join(lines)
+        table[f"{prefix}.store.d.row.stride.f32.p3"] = "\n  ".join(
+            ["%d = alloca [8 x float]"]
+            + [f"%d{j} = getelementptr float, ptr %d, i32 {j}\n  store float %a{1 + j}, ptr %d{j}"
+               for j in range(ACC_FRAGMENT)]
+            + [f'call void @"sim.fragment_copy"(ptr %a0, i32 %a{1 + ACC_FRAGMENT}, i32 16, '
+               "i32 16, i32 4, ptr %d, i1 true)",
+               "ret void"])
+    return table
+
+
+# cvt.rna.tf32.f32: the magnitude rounded to 10 mantissa bits, ties away from zero (adding
+# half an ulp of tf32 to the magnitude bits carries into the exponent as rounding does);
+# a NaN stays a (quiet) NaN
+F2TF32_RNA = """%bits = bitcast float %a0 to i32
+  %mag = and i32 %bits, 2147483647
+  %nan = icmp ugt i32 %mag, 2139095040
+  %quiet = or i32 %bits, 4194304
+  %up = add i32 %bits, 4096
+  %pick = select i1 %nan, i32 %quiet, i32 %up
+  %v = and i32 %pick, -8192
+  ret i32 %v"""
+
 # NVVM intrinsic -> body of its host definition (arguments %a0, %a1, ...)
 INTRINSICS: dict[str, str] = {
     **_registers(),
     **_shuffles(),
+    **_wmma(),
+    "llvm.nvvm.f2tf32.rna": F2TF32_RNA,
     "llvm.nvvm.barrier0": 'call void @"sim.block_barrier"()\n  ret void',
     "llvm.nvvm.bar.warp.sync": 'call void @"sim.warp_barrier"(i32 %a0)\n  ret void',
     **{f"llvm.nvvm.membar.{scope}": "fence seq_cst\n  ret void" for scope in ("cta", "gl", "sys")},
 }
 # what makes a kernel's threads wait for each other (they must then run concurrently)
-WAITING = ("llvm.nvvm.barrier0", "llvm.nvvm.bar.warp.sync", "llvm.nvvm.shfl.")
+WAITING = ("llvm.nvvm.barrier0", "llvm.nvvm.bar.warp.sync", "llvm.nvvm.shfl.",
+           "llvm.nvvm.wmma.")
 
 # The host half of every simulated kernel: the thread context, barriers, shuffles, and the
 # entry a host thread calls. {n} is the block's thread limit, {futex} SYS_futex.
@@ -138,6 +226,7 @@ RUNTIME = r"""
 @"sim.end_bar" = internal global [2 x i32] zeroinitializer
 @"sim.warp_bars" = internal global [{warps} x [2 x i32]] zeroinitializer
 @"sim.slots" = internal global [{n} x i32] zeroinitializer
+@"sim.fragments" = internal global [{n} x [24 x float]] zeroinitializer
 
 define internal i32 @"sim.context"(i32 %field) {{
 entry:
@@ -285,6 +374,110 @@ entry:
   %r = load i32, ptr %from
   call void @"sim.warp_barrier"(i32 %mask)
   ret i32 %r
+}}
+
+; wmma's fragments in this simulator's layout (the hardware's is its own): lane l holds
+; elements [l * per, (l + 1) * per) of the row-major fragment, per = elements / 32. The
+; lane's elements of the rows x cols fragment at %base (leading dimension %ld, elements of
+; %size bytes) copied to %lane_buf one after another (a load), or back (%to_memory: a store)
+define internal void @"sim.fragment_copy"(ptr %base, i32 %ld, i32 %rows, i32 %cols,
+                                          i32 %size, ptr %lane_buf, i1 %to_memory) {{
+entry:
+  %tid = call i32 @"sim.context"(i32 0)
+  %lane = and i32 %tid, 31
+  %count = mul i32 %rows, %cols
+  %per = udiv i32 %count, 32
+  %first = mul i32 %lane, %per
+  %wide = icmp eq i32 %size, 4
+  br label %element
+element:
+  %i = phi i32 [0, %entry], [%i.next, %copied]
+  %e = add i32 %first, %i
+  %r = udiv i32 %e, %cols
+  %c = urem i32 %e, %cols
+  %row_at = mul i32 %r, %ld
+  %at = add i32 %row_at, %c
+  %offset = mul i32 %at, %size
+  %in_memory = getelementptr i8, ptr %base, i32 %offset
+  %buf_at = mul i32 %i, %size
+  %in_buf = getelementptr i8, ptr %lane_buf, i32 %buf_at
+  %src = select i1 %to_memory, ptr %in_buf, ptr %in_memory
+  %dst = select i1 %to_memory, ptr %in_memory, ptr %in_buf
+  br i1 %wide, label %four, label %two
+four:
+  %x4 = load i32, ptr %src, align 1
+  store i32 %x4, ptr %dst, align 1
+  br label %copied
+two:
+  %x2 = load i16, ptr %src, align 1
+  store i16 %x2, ptr %dst, align 1
+  br label %copied
+copied:
+  %i.next = add i32 %i, 1
+  %more = icmp ult i32 %i.next, %per
+  br i1 %more, label %element, label %done
+done:
+  ret void
+}}
+
+; the warp's D = A B + C (A 16 x k, B k x 16): each lane has put its elements of A, B and
+; C as floats (exact for f16, bf16 and tf32) in its sim.fragments row (A at 0, B at 8, C at
+; 16); the warp meets, each lane computes its 8 elements of D (products and sums in
+; double, rounded once to f32) into %d, and the warp meets again before the rows are reused
+define internal void @"sim.mma"(i32 %k, ptr %d) {{
+entry:
+  %tid = call i32 @"sim.context"(i32 0)
+  %lane = and i32 %tid, 31
+  %base = sub i32 %tid, %lane
+  %per = udiv i32 %k, 2
+  call void @"sim.warp_barrier"(i32 -1)
+  %first = mul i32 %lane, 8
+  br label %element
+element:
+  %i = phi i32 [0, %entry], [%i.next, %summed]
+  %e = add i32 %first, %i
+  %row = udiv i32 %e, 16
+  %col = urem i32 %e, 16
+  %c_at = add i32 16, %i
+  %c_p = getelementptr [24 x float], ptr @"sim.fragments", i32 %tid, i32 %c_at
+  %c = load float, ptr %c_p
+  %c64 = fpext float %c to double
+  %row_k = mul i32 %row, %k
+  br label %product
+product:
+  %kk = phi i32 [0, %element], [%kk.next, %product]
+  %sum = phi double [%c64, %element], [%sum.next, %product]
+  %fa = add i32 %row_k, %kk
+  %a_lane = udiv i32 %fa, %per
+  %a_slot = urem i32 %fa, %per
+  %a_tid = add i32 %base, %a_lane
+  %a_p = getelementptr [24 x float], ptr @"sim.fragments", i32 %a_tid, i32 %a_slot
+  %a = load float, ptr %a_p
+  %kk16 = mul i32 %kk, 16
+  %fb = add i32 %kk16, %col
+  %b_lane = udiv i32 %fb, %per
+  %b_rem = urem i32 %fb, %per
+  %b_slot = add i32 %b_rem, 8
+  %b_tid = add i32 %base, %b_lane
+  %b_p = getelementptr [24 x float], ptr @"sim.fragments", i32 %b_tid, i32 %b_slot
+  %b = load float, ptr %b_p
+  %a64 = fpext float %a to double
+  %b64 = fpext float %b to double
+  %ab = fmul double %a64, %b64
+  %sum.next = fadd double %sum, %ab
+  %kk.next = add i32 %kk, 1
+  %more_k = icmp ult i32 %kk.next, %k
+  br i1 %more_k, label %product, label %summed
+summed:
+  %r = fptrunc double %sum.next to float
+  %d_p = getelementptr float, ptr %d, i32 %i
+  store float %r, ptr %d_p
+  %i.next = add i32 %i, 1
+  %more = icmp ult i32 %i.next, 8
+  br i1 %more, label %element, label %done
+done:
+  call void @"sim.warp_barrier"(i32 -1)
+  ret void
 }}
 
 define void @"{prefix}.init"(i32 %key, ptr %get, ptr %set, ptr %yield, ptr %create,

@@ -4,10 +4,10 @@ allowing) tf32, else SIMT multiply-adds.
 
 No GPU runs these tests: the tiling the kernel uses (its index functions, run on integers)
 is checked by a numpy model of the kernel against numpy's matmul; kernels are run on the
-host CPU from their own LLVM IR (gpu_emulation.py: a block of Python threads with real
-barriers, wmma emulated as PTX defines it) against the interpreter; the PTX of every kind
-is assembled by ptxas. Neither the NVPTX backend's code nor the hardware's fragment layout
-is executed."""
+host CPU from their own LLVM IR (gpu_sim.py: the block's threads as fibers meeting at real
+barriers, wmma computed as PTX defines it in a fragment layout of the simulator's own)
+against the interpreter; the PTX of every kind is assembled by ptxas. Neither the NVPTX
+backend's code nor the hardware's fragment layout is executed."""
 from __future__ import annotations
 
 import itertools
@@ -23,7 +23,7 @@ from hlo_opt.errors import UnsupportedError
 from hlo_opt.fusion.stage import fuse
 from hlo_opt.lowering import emit_gpu, emit_gpu_dot as gd, gpu_views, nvptx
 from hlo_opt.lowering.emit_loops import Index
-from gpu_emulation import run
+from gpu_sim import run_kernel
 
 PTXAS = shutil.which("ptxas")
 needs_ptxas = pytest.mark.skipif(PTXAS is None, reason="ptxas (CUDA) is not on PATH")
@@ -446,7 +446,24 @@ def test_kernel_run_on_the_host_matches_the_interpreter(what):
     want = hlo_opt.evaluate(module, args)
     want = want if isinstance(want, list) else [want]
     got = [np.full(w.shape, -7, w.dtype) for w in want]
-    run(kernel, got + args)
+    run_kernel(kernel, got, args)
     for g, w in zip(got, want):
         g, w = g.astype(np.float64), w.astype(np.float64)
         np.testing.assert_allclose(g, w, rtol=0, atol=tolerance * np.abs(w).max())
+
+
+@pytest.mark.parametrize("t, arch", [("f16", "sm_70"), ("bf16", "sm_80"), ("f32", "sm_80")])
+def test_tensor_core_product_of_small_integers_is_exact(t, arch):
+    """Integers in [-8, 8]: every wmma product and partial sum is exact (in f16, bf16, tf32
+    and f32 alike), so the kernel's result equals the interpreter's bit for bit: each
+    element of each fragment went to its place in the product."""
+    module = hlo_opt.parse(_dot(t, 70, 33, 50))
+    kernel = emit_gpu.emit_gpu_kernel(module.entry, "k", arch)
+    assert "wmma.m16n16" in kernel.ir
+    rng = np.random.default_rng(3)
+    args = [rng.integers(-8, 9, p.shape.dims).astype(p.shape.dtype.numpy)
+            for p in module.entry.parameters]
+    [want] = hlo_opt.evaluate(module, args)
+    got = np.full(want.shape, -7, want.dtype)
+    run_kernel(kernel, [got], args)
+    np.testing.assert_array_equal(got, want)

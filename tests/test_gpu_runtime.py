@@ -21,7 +21,9 @@ from conftest import corpus_files, corpus_ids
 from gpu_fake import FakeDevice, FakeDriver
 from hlo_opt.errors import HloError, UnsupportedError
 from hlo_opt.fusion.stage import fuse, has_fusions
-from hlo_opt.lowering import cuda_device, emit_gpu, gpu_runtime
+from hlo_opt.interpreter import DISPATCH
+from hlo_opt.interpreter.evaluator import evaluate_module
+from hlo_opt.lowering import cuda_device, emit_gpu, emit_gpu_dot, gpu_runtime
 from hlo_opt.lowering.gpu_runtime import GpuExecutable
 from hlo_opt.lowering.program import KernelStep, While
 from hlo_opt.tools import hlo_run
@@ -293,11 +295,61 @@ def test_corpus_module_has_a_gpu_program_exactly_when_every_kernel_has_gpu_code(
 GPU = cuda_device.unavailable_reason()
 
 
+def tf32_rna(x: np.ndarray) -> np.ndarray:
+    """PTX's cvt.rna.tf32.f32 on float32 values, as float64 arithmetic: each magnitude
+    rounded to tf32's ulp (10 stored mantissa bits; 2^-136 among subnormals), ties away
+    from zero; past the largest tf32 value, infinity; NaN and infinities kept."""
+    x = np.asarray(x).astype(np.float64)
+    _, exponent = np.frexp(np.where(np.isfinite(x), x, 1.0))
+    ulp = np.maximum(np.ldexp(1.0, exponent - 11), 2.0 ** -136)
+    with np.errstate(invalid="ignore", over="ignore"):
+        magnitude = np.floor(np.abs(x) / ulp + 0.5) * ulp
+    magnitude = np.where(magnitude >= 2.0 ** 128, np.inf, magnitude)
+    return np.where(np.isfinite(x), np.copysign(magnitude, x), x).astype(np.float32)
+
+
+def on_tf32(op, arch: str) -> bool:
+    """Whether dot or convolution `op` runs on `arch`'s tensor cores as tf32
+    (emit_gpu_dot.tensor_core: f32 operands at default precision)."""
+    gemm = emit_gpu_dot.TO_GEMM[op.opcode](op)
+    core = emit_gpu_dot.tensor_core(op, gemm, arch)
+    return core is not None and core.operand == "tf32"
+
+
+TF32_UNIT = 2.0 ** -11          # tf32's unit roundoff: 10 stored mantissa bits
+F32_RTOL = 1e-4                 # assert_outputs_match's for f32
+
+
+def gpu_reference(module, args, arch: str) -> tuple[list[np.ndarray], float]:
+    """What the GPU computes for `module`, and the factor by which f32 tolerances widen:
+    the interpreter's result, except that the operands of f32 dots and convolutions that
+    run as tf32 are rounded to tf32 first, as the kernels round them on their way into
+    the tiles. A tolerance alone cannot stand in for the rounding: a tf32 product's error
+    of ~1e-3 grows through a recurrence or a softmax of large logits (scan_rnn,
+    gpt2_block_small: a few percent). What is left is operands that the kernel and the
+    interpreter compute a few f32 ulps apart (a fused exp, a sum) and that round to
+    neighbouring tf32 values: each moves a product by up to 2 TF32_UNIT, K of them by
+    about sqrt(K) times that, K the longest tf32 contraction; that is the tolerance."""
+    longest = [0]
+
+    def rounded(impl):
+        def run(inst, operands, ev):
+            if all(x.dtype == np.float32 for x in operands) and on_tf32(inst, arch):
+                longest[0] = max(longest[0], emit_gpu_dot.TO_GEMM[inst.opcode](inst).k)
+                operands = [tf32_rna(x) for x in operands]
+            return impl(inst, operands, ev)
+        return run
+    dispatch = {**DISPATCH, **{op: rounded(DISPATCH[op]) for op in emit_gpu_dot.TO_GEMM}}
+    want = evaluate_module(module, args, dispatch)
+    return want, max(1.0, 2 * TF32_UNIT * longest[0] ** 0.5 / F32_RTOL)
+
+
 def check_on_gpu(compiled, module, what: str, build=None) -> None:
     """`compiled` (the module or what optimize made of it) runs on the GPU (`build` makes
     its executable: hlo_opt.compile's by default) as the interpreter runs `module`, on
-    random inputs and on inputs with edge values; or it is refused because a kernel has
-    no GPU code yet."""
+    random inputs and on inputs with edge values (gpu_reference: f32 contractions on
+    tensor cores take tf32 operands); or it is refused because a kernel has no
+    GPU code yet."""
     build = build or (lambda m: hlo_opt.compile(m, target="gpu"))
     if refusal(compiled) is not None:
         with pytest.raises(UnsupportedError):
@@ -306,11 +358,12 @@ def check_on_gpu(compiled, module, what: str, build=None) -> None:
     exe = build(compiled)
     args = random_inputs(module, seed=0)
     with np.errstate(all="ignore"):
-        assert_outputs_match(exe.run(args), hlo_opt.evaluate(module, args), what)
+        want, widen = gpu_reference(module, args, exe.arch)
+        assert_outputs_match(exe.run(args), want, what, widen)
         edgy = _sprinkle(args, np.random.default_rng(1))
-        got, want = exe.run(edgy), hlo_opt.evaluate(module, edgy)
+        got, (want, widen) = exe.run(edgy), gpu_reference(module, edgy, exe.arch)
     exact_nan = not any(i.opcode == "fft" for i in module.instructions())
-    _assert_nan_safe(got, want, what, exact_nan)
+    _assert_nan_safe(got, want, what, exact_nan, widen)
 
 
 @pytest.mark.skipif(GPU is not None, reason=f"no GPU: {GPU}")

@@ -1,11 +1,13 @@
 """GPU kernels and the GPU host program executed without a GPU (tests/gpu_sim.py).
 
-The simulator itself: shuffles follow PTX's lane arithmetic in every mode, a barrier some
-threads never reach is an error (not a hang), an NVVM intrinsic it does not know is refused,
-its device has CudaDevice's methods. Then every corpus module whose kernels all have GPU
-code runs through gpu_runtime's host program on the simulated device and equals the
-interpreter (random inputs and inputs with NaN, inf and -0; test_gpu_runtime.check_on_gpu's
-tolerances), the others are refused; and focused kernels: row reductions (sum, bf16 max,
+The simulator itself: shuffles follow PTX's lane arithmetic in every mode, f2tf32.rna
+rounds as PTX defines, a barrier some threads never reach is an error (not a hang), an NVVM
+intrinsic it does not know is refused, its device has CudaDevice's methods (its wmma:
+test_gpu_dot.py). Then every corpus module whose kernels all have GPU code (dots and
+convolutions on tensor cores included) runs through gpu_runtime's host program on the
+simulated device and equals the interpreter (random inputs and inputs with NaN, inf and -0;
+test_gpu_runtime.check_on_gpu: tf32-rounded operands where f32 contractions run as tf32),
+the others are refused; and focused kernels: row reductions (sum, bf16 max,
 argmax, softmax, epilogue and row outputs), loop kernels with outputs of different sizes,
 a host-driven while loop, a conditional.
 """
@@ -25,8 +27,8 @@ from hlo_opt.lowering import cuda_device, emit_gpu
 from hlo_opt.lowering.gpu_runtime import GpuExecutable
 from hlo_opt.lowering.intrinsics import declare
 from hlo_opt.lowering.ltypes import I32, I64, PTR, VOID
-from test_gpu_ptx import ARGMAX, NORMALIZED, RMS, reduce_module
-from test_gpu_runtime import BRANCHES, LOOP, check_on_gpu, fresh_caches  # noqa: F401
+from test_gpu_ptx import ARGMAX, ELEMENTWISE, NORMALIZED, RMS, reduce_module
+from test_gpu_runtime import BRANCHES, LOOP, check_on_gpu, fresh_caches, tf32_rna  # noqa: F401
 from test_lowering_corpus import assert_outputs_match
 
 
@@ -117,6 +119,28 @@ def test_libdevice_functions_are_the_host_c_librarys_or_refused():
                            [out], [])
 
 
+def test_f2tf32_rounds_to_nearest_with_ties_away_from_zero():
+    """f2tf32.rna on ties (1 + 2^-11 up, its negation down), just below and above them, the
+    largest f32 (to infinity), subnormals, zeros, infinities, NaN and random values."""
+    values = np.array([1.0, 1 + 2**-11, 1 + 3 * 2**-11, 1 + 2**-11 - 2**-23,
+                       -(1 + 2**-11), 2**-12 + 2**-23, 3.4028235e38, -3.4028235e38, 1e-40,
+                       -2**-149, 2**-137, 3 * 2**-137, 0.0, -0.0, np.inf, -np.inf, np.nan, 0.1,
+                       65504.0, -7.3], np.float32)
+    values = np.concatenate([values, np.random.default_rng(0).standard_normal(44)
+                             .astype(np.float32) * 1e3])
+    def body(bld, tid):
+        table = ir.GlobalVariable(bld.module, ir.ArrayType(ir.FloatType(), 64), "values")
+        table.initializer = ir.Constant(ir.ArrayType(ir.FloatType(), 64),
+                                        [float(v) for v in values])
+        x = bld.load(bld.gep(table, [I32(0), tid], inbounds=True), typ=ir.FloatType())
+        return bld.call(declare(bld.module, "llvm.nvvm.f2tf32.rna", I32, [ir.FloatType()]), [x])
+    out = np.zeros(64, np.int32)
+    gpu_sim.run_kernel(lane_kernel(body, 64, "f2tf32"), [out], [])
+    got, want = out.view(np.float32), tf32_rna(values)
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+    assert np.array_equal(got[~np.isnan(want)].view(np.int32), want[~np.isnan(want)].view(np.int32))
+
+
 def test_simulated_device_has_every_method_of_the_real_one():
     real = {n for n, _ in inspect.getmembers(cuda_device.CudaDevice, inspect.isfunction)
             if not n.startswith("_")}
@@ -138,12 +162,15 @@ def test_launch_arguments_must_be_device_memory():
 # ---------------------------------------------------------------- whole modules
 
 FILES = corpus_files()
-# modules whose simulated run takes 1.5 to 3.5 s on 2 cores (about 27 s together, the
-# rest of this file about 27 s): the JIT compiling their kernels for the host, row
-# kernels of many rows (256 fibers meeting at about 20 barriers per row), sorts;
+# modules whose simulated run takes over 3 s on 2 cores: the JIT compiling their kernels
+# for the host, row kernels of many rows (256 fibers meeting at about 20 barriers per row),
+# sorts, and dot/convolution kernels of many tiles (256 fibers meeting at 2 block barriers
+# per K step and 2 warp barriers per mma: gpt2_block_small's run alone is ~35 s);
 # `-m "not slow"` leaves them out
 SLOW = {"softmax", "reductions", "layernorm", "rmsnorm", "random_sampling", "sort_topk",
-        "redundancy_small", "redundancy_raw_small"}
+        "redundancy_small", "redundancy_raw_small", "gpt2_block", "gpt2_block_small",
+        "gpt2_block_train", "transformer_lm", "transformer_lm_train", "cnn_train",
+        "mlp_train_adam", "mlp_train_small"}
 
 
 def _module_marks(path):
@@ -201,6 +228,7 @@ ENTRY e {
   s = f32[30] sine(y)
   ROOT t = (f32[40,30], f32[30]) tuple(a, s)
 }""",
+    "loop reading a transposed operand": ELEMENTWISE,
     "while loop (host-driven)": LOOP,
     "conditional": BRANCHES,
 }
