@@ -166,7 +166,7 @@ FILES = corpus_files()
 # for the host, row kernels of many rows (256 fibers meeting at about 20 barriers per row),
 # sorts, and dot/convolution kernels of many tiles (256 fibers meeting at 2 block barriers
 # per K step and 2 warp barriers per mma: gpt2_block_small's run alone is ~35 s);
-# `-m "not slow"` leaves them out
+# the default run leaves them out (pyproject's addopts); `pytest -m slow` runs them
 SLOW = {"softmax", "reductions", "layernorm", "rmsnorm", "random_sampling", "sort_topk",
         "redundancy_small", "redundancy_raw_small", "gpt2_block", "gpt2_block_small",
         "gpt2_block_train", "transformer_lm", "transformer_lm_train", "cnn_train",
