@@ -8,58 +8,143 @@ NHWC input contiguously). A[g, m, k] is the input under tap k at output position
 padding, base (lhs) dilation, stride and window (rhs) dilation, 0 where the tap falls on
 padding or a dilation hole; B[g, k, n] is the kernel element, read reversed where
 rhs_reversal says so. Nothing is materialized: both are index arithmetic during packing.
+
+Packing A element by element costs dozens of instructions per element (coordinates,
+bounds), several times the multiply-adds it feeds. Where the input's feature dimension is
+innermost, K splits into runs that are contiguous in the input (`input_runs`): per output
+position and run, the position and bounds are worked out once and the run is copied with
+masked vector loads (lanes on padding read nothing and give 0), interleaved into the
+MR-row panel the micro-kernel reads.
 """
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+
+from llvmlite import ir
 
 from ..attributes import Window
+from ..dtypes import DTYPES, accumulation_type
+from ..targets import cpu_facts
 from .elemental import Elemental
-from .emit_dot import Gemm, register_gemm
-from .emit_loops import Index, delinearize, linearize
-from .ltypes import I1, I64, elem, select, zero
+from .emit_dot import Gemm, _splat, register_gemm
+from .emit_loops import Index, clamp, delinearize, for_range, linearize
+from .intrinsics import call, declare
+from .ltypes import I1, I32, I64, PTR, VOID, elem, select, zero
+
+
+@dataclass(frozen=True)
+class ConvGeometry:
+    """A convolution's shapes in GEMM terms (see the module docstring)."""
+    labels: object
+    window: Window
+    fgc: int
+    bgc: int
+    ld: tuple
+    rd: tuple
+    od: tuple
+    batch: int           # output batch (input batch per batch group)
+    cg: int              # input features per group
+    og: int              # output features per group
+    taps: list
+    out_sp: list
+    in_sp: list
+
+    @property
+    def rank(self) -> int:
+        return len(self.taps)
+
+    @staticmethod
+    def of(inst) -> ConvGeometry:
+        lhs, rhs = inst.operands
+        labels = inst.attrs["dim_labels"]
+        rank = len(labels.lhs_spatial)
+        window = inst.attrs.get("window") or Window.default(rank)
+        if window.rank != rank:
+            window = Window.default(rank)
+        fgc = inst.attrs.get("feature_group_count", 1)
+        bgc = inst.attrs.get("batch_group_count", 1)
+        ld, rd, od = lhs.shape.dims, rhs.shape.dims, inst.shape.dims
+        return ConvGeometry(labels, window, fgc, bgc, tuple(ld), tuple(rd), tuple(od),
+                            ld[labels.lhs_batch] // bgc, ld[labels.lhs_feature] // fgc,
+                            rd[labels.rhs_output_feature] // (fgc * bgc),
+                            [rd[d] for d in labels.rhs_spatial],
+                            [od[d] for d in labels.out_spatial],
+                            [ld[d] for d in labels.lhs_spatial])
+
+    def input_coords(self, b, g, n):
+        """Input coordinates of sample n of group g, feature 0 of the group, spatial 0."""
+        coords = [0] * len(self.ld)
+        if self.bgc > 1:               # batch groups: group g reads samples g*batch + n
+            coords[self.labels.lhs_batch] = b.add(b.mul(g, I64(self.batch)), _v(n))
+        else:                          # feature groups: group g reads features g*cg + c
+            coords[self.labels.lhs_batch] = n
+            coords[self.labels.lhs_feature] = b.mul(g, I64(self.cg))
+        return coords
+
+    def position(self, b, d: int, out, tap):
+        """(input position along spatial dim d, whether it is on the input): output
+        position `out` under tap `tap`, through stride, window dilation, padding and base
+        dilation (positions between dilated elements are off the input)."""
+        w = self.window
+        pos = b.sub(b.add(b.mul(_v(out), I64(w.stride[d])), b.mul(_v(tap), I64(w.rhs_dilate[d]))),
+                    I64(w.pad[d][0]))
+        good = b.icmp_signed(">=", pos, I64(0))
+        base = w.lhs_dilate[d]
+        if base > 1:
+            good = b.and_(good, b.icmp_signed("==", b.srem(pos, I64(base)), I64(0)))
+            pos = b.sdiv(pos, I64(base))
+        return pos, b.and_(good, b.icmp_signed("<", pos, I64(self.in_sp[d])))
+
+
+@dataclass(frozen=True)
+class InputRuns:
+    """How K splits into runs that are contiguous in the input: a run index enumerates the
+    taps of the `outer` spatial dims; within a run come the taps of the `merged` spatial
+    dim (if any: its input positions are adjacent, so its taps times all input features
+    are consecutive elements) and then the group's input features."""
+    outer: tuple
+    merged: int | None
+    length: int
+
+
+def input_runs(inst) -> InputRuns | None:
+    """The runs packing copies, or None where packing reads element by element: an input
+    whose feature dimension is not innermost (no contiguous run along K), or an element
+    type the GEMM converts while packing."""
+    cv = ConvGeometry.of(inst)
+    a_type = inst.operands[0].shape.element_type
+    acc = accumulation_type(*(DTYPES[s.element_type] for s in (
+        inst.operands[0].shape, inst.operands[1].shape, inst.shape))).name
+    if cv.labels.lhs_feature != len(cv.ld) - 1 or a_type != acc or \
+            a_type not in ("f32", "f64") or cv.cg == 0:
+        return None
+    last = cv.rank - 1
+    w = cv.window
+    if cv.rank and cv.labels.lhs_spatial[last] == cv.labels.lhs_feature - 1 and cv.fgc == 1 \
+            and w.rhs_dilate[last] == 1 and w.lhs_dilate[last] == 1:
+        return InputRuns(tuple(range(last)), last, cv.taps[last] * cv.cg)
+    return InputRuns(tuple(range(cv.rank)), None, cv.cg)
 
 
 def conv_gemm(inst) -> Gemm:
     lhs, rhs = inst.operands
-    labels = inst.attrs["dim_labels"]
-    rank = len(labels.lhs_spatial)
-    window = inst.attrs.get("window") or Window.default(rank)
-    if window.rank != rank:
-        window = Window.default(rank)
-    fgc = inst.attrs.get("feature_group_count", 1)
-    bgc = inst.attrs.get("batch_group_count", 1)
-    groups = fgc * bgc
-    ld, rd, od = lhs.shape.dims, rhs.shape.dims, inst.shape.dims
-    batch, in_feat = ld[labels.lhs_batch] // bgc, ld[labels.lhs_feature]
-    cg = in_feat // fgc
-    og = rd[labels.rhs_output_feature] // groups
-    taps = [rd[d] for d in labels.rhs_spatial]
-    out_sp = [od[d] for d in labels.out_spatial]
-    in_sp = [ld[d] for d in labels.lhs_spatial]
+    cv = ConvGeometry.of(inst)
+    runs = input_runs(inst)
+    labels, window, rank = cv.labels, cv.window, cv.rank
+    ld, rd, od = cv.ld, cv.rd, cv.od
+    taps, cg = cv.taps, cv.cg
     a_type = elem(lhs.shape.element_type)
 
     def a_value(gen: Elemental, g, m, k):
         b = gen.b
-        pos_out = delinearize(b, m, [batch] + out_sp)
+        pos_out = delinearize(b, m, [cv.batch] + cv.out_sp)
         tk = delinearize(b, k, taps + [cg])
-        coords = [0] * len(ld)
-        if bgc > 1:                    # batch groups: group g reads samples g*batch + n
-            coords[labels.lhs_batch] = b.add(b.mul(g, I64(batch)), _v(pos_out[0]))
-            coords[labels.lhs_feature] = tk[-1]
-        else:                          # feature groups: group g reads features g*cg + c
-            coords[labels.lhs_batch] = pos_out[0]
-            coords[labels.lhs_feature] = b.add(b.mul(g, I64(cg)), _v(tk[-1]))
+        coords = cv.input_coords(b, g, pos_out[0])
+        coords[labels.lhs_feature] = b.add(_v(coords[labels.lhs_feature]), _v(tk[-1]))
         ok = I1(1)
         for d in range(rank):
-            pos = b.sub(b.add(b.mul(_v(pos_out[1 + d]), I64(window.stride[d])),
-                              b.mul(_v(tk[d]), I64(window.rhs_dilate[d]))), I64(window.pad[d][0]))
-            good = b.icmp_signed(">=", pos, I64(0))
-            base = window.lhs_dilate[d]
-            if base > 1:
-                good = b.and_(good, b.icmp_signed("==", b.srem(pos, I64(base)), I64(0)))
-                pos = b.sdiv(pos, I64(base))
-            good = b.and_(good, b.icmp_signed("<", pos, I64(in_sp[d])))
+            pos, good = cv.position(b, d, pos_out[1 + d], tk[d])
             ok = b.and_(ok, good)
             coords[labels.lhs_spatial[d]] = b.select(good, pos, I64(0))
         x = gen.value(lhs, Index(ld, values=coords))
@@ -69,7 +154,7 @@ def conv_gemm(inst) -> Gemm:
         b = gen.b
         tk = delinearize(b, k, taps + [cg])
         coords = [0] * len(rd)
-        coords[labels.rhs_output_feature] = b.add(b.mul(g, I64(og)), n)
+        coords[labels.rhs_output_feature] = b.add(b.mul(g, I64(cv.og)), n)
         coords[labels.rhs_input_feature] = tk[-1]
         for d in range(rank):
             t = tk[d]
@@ -79,10 +164,10 @@ def conv_gemm(inst) -> Gemm:
         return gen.value(rhs, Index(rd, values=coords))
 
     def c_row(b, g, m):
-        pos_out = delinearize(b, m, [batch] + out_sp)
+        pos_out = delinearize(b, m, [cv.batch] + cv.out_sp)
         coords = [0] * len(od)
         coords[labels.out_batch] = pos_out[0]
-        coords[labels.out_feature] = b.mul(g, I64(og))
+        coords[labels.out_feature] = b.mul(g, I64(cv.og))
         for d in range(rank):
             coords[labels.out_spatial[d]] = pos_out[1 + d]
         return _v(linearize(b, coords, od))
@@ -92,9 +177,150 @@ def conv_gemm(inst) -> Gemm:
     # spaced and features contiguous, so tiles go straight into the output.
     natural = labels.out_batch == 0 and labels.out_feature == len(od) - 1 and \
         list(labels.out_spatial) == list(range(1, len(od) - 1))
-    return Gemm(groups, batch * math.prod(out_sp), og, math.prod(taps) * cg, a_type,
-                elem(rhs.shape.element_type), a_value, b_value, c_row, stride,
-                elem(inst.shape.element_type), c_ld=od[-1] if natural else None)
+    return Gemm(cv.fgc * cv.bgc, cv.batch * math.prod(cv.out_sp), cv.og,
+                math.prod(taps) * cg, a_type, elem(rhs.shape.element_type), a_value, b_value,
+                c_row, stride, elem(inst.shape.element_type), c_ld=od[-1] if natural else None,
+                a_packer=None if runs is None else
+                lambda gen: _run_packer(gen, cv, runs, lhs))
+
+
+# ---------------------------------------------------------------------- packing by runs
+
+def _run_packer(gen: Elemental, cv: ConvGeometry, runs: InputRuns, lhs):
+    """The A packer for emit_dot (None where the input is computed in this kernel rather
+    than read from memory: then only element by element)."""
+    source = gen.sources.get(id(lhs))
+    if source is None:
+        return None
+
+    def pack(bi, m0, mcur, p0, kcur, dst, mr):
+        _pack_runs(gen, cv, runs, source, bi, m0, mcur, p0, kcur, dst, mr)
+    return pack
+
+
+def _pack_runs(gen, cv: ConvGeometry, runs: InputRuns, source, g, m0, mcur, p0, kcur, dst,
+               mr: int) -> None:
+    """Rows [m0, m0 + mcur) and K [p0, p0 + kcur) of A into MR-row panels,
+    dst[(panel*kcur + p)*MR + j] (the layout emit_dot._pack writes): per panel the rows'
+    output coordinates once, per run each row's base address and the span of the run that
+    lies on the input, then the run in vector chunks."""
+    b = gen.b
+    et = source.et
+    lanes = cpu_facts.PREFERRED_VECTOR_BITS // et.bits
+    length = runs.length
+    panels = b.udiv(b.add(mcur, I64(mr - 1)), I64(mr))
+    first_run = b.udiv(p0, I64(length))
+    end_run = b.udiv(b.add(b.add(p0, kcur), I64(length - 1)), I64(length))
+    with for_range(b, 0, panels, "cpanel", vectorize=False) as panel:
+        rows = []
+        for j in range(mr):
+            r = b.add(b.mul(panel, I64(mr)), I64(j))
+            inside = b.icmp_signed("<", r, mcur)
+            rows.append((inside, delinearize(b, b.add(m0, r), [cv.batch] + cv.out_sp)))
+        panel_dst = b.gep(dst, [b.mul(panel, b.mul(kcur, I64(mr)))], inbounds=True,
+                          source_etype=et.compute)
+        with for_range(b, first_run, end_run, "crun", vectorize=False) as run:
+            start = b.mul(run, I64(length))
+            seg_lo = _max(b, b.sub(p0, start), I64(0))
+            seg_hi = _min(b, b.sub(b.add(p0, kcur), start), I64(length))
+            out0 = b.sub(b.add(start, seg_lo), p0)
+            tk = delinearize(b, run, [cv.taps[d] for d in runs.outer])
+            spans = [_row_span(b, cv, runs, g, inside, pos_out, tk, seg_lo, seg_hi)
+                     for inside, pos_out in rows]
+            chunks = b.udiv(b.add(b.sub(seg_hi, seg_lo), I64(lanes - 1)), I64(lanes))
+            with for_range(b, 0, chunks, "cchunk", vectorize=False) as q:
+                c0 = b.add(seg_lo, b.mul(q, I64(lanes)))
+                lane = b.add(_splat(b, c0, lanes), ir.Constant(ir.VectorType(I64, lanes),
+                                                               list(range(lanes))))
+                vecs = []
+                for base, lo, hi in spans:
+                    mask = b.and_(b.icmp_signed(">=", lane, _splat(b, lo, lanes)),
+                                  b.icmp_signed("<", lane, _splat(b, hi, lanes)))
+                    ptr = b.gep(source.ptr, [b.add(base, c0)], source_etype=et.storage)
+                    vecs.append(_masked_load(b, ptr, mask, et.compute, lanes))
+                block = _interleave(b, vecs)
+                out = b.gep(panel_dst, [b.mul(b.add(out0, b.mul(q, I64(lanes))), I64(mr))],
+                            inbounds=True, source_etype=et.compute)
+                count = b.mul(_min(b, I64(lanes), b.sub(seg_hi, c0)), I64(mr))
+                with b.if_else(b.icmp_signed("==", count, I64(lanes * mr))) as (full, tail):
+                    with full:
+                        b.store(block, out, align=et.nbytes)
+                    with tail:
+                        n = lanes * mr
+                        keep = b.icmp_signed("<", ir.Constant(ir.VectorType(I64, n), list(range(n))),
+                                             _splat(b, count, n))
+                        _masked_store(b, block, out, keep)
+
+
+def _row_span(b, cv: ConvGeometry, runs: InputRuns, g, inside, pos_out, tk, seg_lo, seg_hi):
+    """(linear input index of the run's element 0, first and end element on the input,
+    both within [seg_lo, seg_hi)) for one output position; an empty span where the row is
+    past the block or an outer tap falls off the input."""
+    labels = cv.labels
+    coords = cv.input_coords(b, g, pos_out[0])
+    ok = inside
+    for d, t in zip(runs.outer, tk):
+        pos, good = cv.position(b, d, pos_out[1 + d], t)
+        ok = b.and_(ok, good)
+        coords[labels.lhs_spatial[d]] = pos
+    lo, hi = I64(0), I64(runs.length)
+    if runs.merged is not None:
+        d = runs.merged
+        pos, _ = cv.position(b, d, pos_out[1 + d], I64(0))
+        coords[labels.lhs_spatial[d]] = pos
+        # taps t with 0 <= pos + t < size are on the input
+        lo = b.mul(clamp(b, b.sub(I64(0), pos), 0, cv.taps[d]), I64(cv.cg))
+        hi = b.mul(clamp(b, b.sub(I64(cv.in_sp[d]), pos), 0, cv.taps[d]), I64(cv.cg))
+    base = _v(linearize(b, [_v(c) for c in coords], cv.ld))
+    lo = b.select(ok, _max(b, lo, seg_lo), I64(0))
+    hi = b.select(ok, _min(b, hi, seg_hi), I64(0))
+    return base, lo, hi
+
+
+def _interleave(b, vecs):
+    """out[c*len(vecs) + j] = vecs[j][c]: the rows of a panel, element by element."""
+    lanes = vecs[0].type.count
+    rows = len(vecs)
+    parts = list(vecs)
+    while len(parts) & (len(parts) - 1):             # a power of two, to pair them up
+        parts.append(ir.Constant(vecs[0].type, None))
+    while len(parts) > 1:
+        width = parts[0].type.count
+        pairs = ir.Constant(ir.VectorType(I32, 2 * width), list(range(2 * width)))
+        parts = [b.shuffle_vector(x, y, pairs) for x, y in zip(parts[::2], parts[1::2])]
+    order = [j * lanes + c for c in range(lanes) for j in range(rows)]
+    whole = parts[0]
+    return b.shuffle_vector(whole, ir.Constant(whole.type, None),
+                            ir.Constant(ir.VectorType(I32, len(order)), order))
+
+
+def _masked_load(b, ptr, mask, t, lanes):
+    """Lanes off the mask read nothing (their address may be off the input) and give 0."""
+    vt = ir.VectorType(t, lanes)
+    fn = declare(b.module, f"llvm.masked.load.{_vname(vt)}.p0", vt, [PTR, I32, mask.type, vt])
+    return b.call(fn, [ptr, I32(_bytes(t)), mask, ir.Constant(vt, None)])
+
+
+def _masked_store(b, value, ptr, mask):
+    fn = declare(b.module, f"llvm.masked.store.{_vname(value.type)}.p0", VOID,
+                 [value.type, PTR, I32, mask.type])
+    b.call(fn, [value, ptr, I32(_bytes(value.type.element)), mask])
+
+
+def _bytes(t) -> int:
+    return 8 if isinstance(t, ir.DoubleType) else 4
+
+
+def _vname(vt) -> str:
+    return f"v{vt.count}{'f64' if isinstance(vt.element, ir.DoubleType) else 'f32'}"
+
+
+def _min(b, x, y):
+    return call(b, "llvm.smin", [x, y])
+
+
+def _max(b, x, y):
+    return call(b, "llvm.smax", [x, y])
 
 
 def _v(x):
