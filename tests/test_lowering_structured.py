@@ -10,6 +10,7 @@ import pytest
 
 import hlo_opt
 from hlo_opt.tools.hlo_run import random_inputs
+from hlo_opt.lowering.emit_conv import InputRuns, conv_gemm, input_runs
 from lowering_helpers import ARGMAX_REDUCER, assert_matches, run_both
 
 def check(text: str, seed: int = 0, rel: float = 2e-6):
@@ -112,6 +113,60 @@ def test_convolution(x, w, attrs, out):
         x = {x} parameter(0)
         w = {w} parameter(1)
         ROOT c = {out} convolution(x, w), {attrs}"""), rel=1e-5)
+
+
+# Convolutions whose input packing copies contiguous runs (emit_conv.input_runs): every
+# window feature against the interpreter. Sizes make them packed GEMMs; the K of the
+# first (3*3*100 = 900) crosses K blocks in the middle of runs, its M (2*7*7) is no
+# multiple of MR.
+@pytest.mark.parametrize("x,w,attrs,out", [
+    ("f32[2,7,7,100]", "f32[3,3,100,8]", "window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f", "f32[2,7,7,8]"),
+    ("f32[2,9,9,5]", "f32[3,3,5,16]", "window={size=3x3 pad=-1_2x2_-1}, dim_labels=b01f_01io->b01f", "f32[2,8,8,16]"),
+    ("f32[2,11,10,6]", "f32[3,2,6,16]", "window={size=3x2 stride=2x3 pad=1_0x0_2}, dim_labels=b01f_01io->b01f", "f32[2,5,4,16]"),
+    ("f32[1,12,12,4]", "f32[3,3,4,16]", "window={size=3x3 pad=2_2x1_3 rhs_dilate=2x3}, dim_labels=b01f_01io->b01f", "f32[1,12,10,16]"),
+    ("f32[2,5,6,7]", "f32[3,3,7,16]", "window={size=3x3 pad=1_2x2_1 lhs_dilate=2x3}, dim_labels=b01f_01io->b01f", "f32[2,10,17,16]"),
+    ("f32[2,8,8,12]", "f32[3,3,4,18]", "window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f, feature_group_count=3", "f32[2,8,8,18]"),
+    ("f32[6,8,8,5]", "f32[3,3,5,12]", "window={size=3x3 pad=1_1x0_0}, dim_labels=b01f_01io->b01f, batch_group_count=3", "f32[2,8,6,12]"),
+    ("f32[2,20,4]", "f32[5,4,16]", "window={size=5 pad=3_1 rhs_reversal=1}, dim_labels=b0f_0io->b0f", "f32[2,20,16]"),
+    ("f32[2,6,6,2]", "f32[2,2,16,2]", "window={size=2x2 pad=1_1x1_1 lhs_dilate=2x2 rhs_dilate=2x2}, dim_labels=b01f_01oi->b01f", "f32[2,11,11,16]"),
+    ("f64[2,7,7,9]", "f64[3,3,9,16]", "window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f", "f64[2,7,7,16]"),
+    ("f32[40,33]", "f32[33,16]", "dim_labels=bf_io->bf", "f32[40,16]"),
+])
+def test_convolution_packing_input_runs(x, w, attrs, out):
+    text = module(f"""
+        x = {x} parameter(0)
+        w = {w} parameter(1)
+        ROOT c = {out} convolution(x, w), {attrs}""")
+    conv = hlo_opt.parse(text).entry.root
+    assert input_runs(conv) is not None and conv_gemm(conv).packed()
+    check(text, rel=1e-5)
+
+
+def test_nhwc_convolution_input_runs():
+    """Per output position and tap row, the taps of the innermost spatial dim times the
+    input features are one run (3x64 elements) when there are no feature groups; the
+    features of one tap (16) with them; and nothing contiguous along K when the features
+    are not innermost."""
+    def runs(x, w, attrs, out):
+        return input_runs(hlo_opt.parse(module(f"""
+            x = {x} parameter(0)
+            w = {w} parameter(1)
+            ROOT c = {out} convolution(x, w), {attrs}""")).entry.root)
+    assert runs("f32[1,8,8,64]", "f32[3,3,64,8]", "window={size=3x3 pad=1_1x1_1}, "
+                "dim_labels=b01f_01io->b01f", "f32[1,8,8,8]") == InputRuns((0,), 1, 192)
+    assert runs("f32[1,8,8,64]", "f32[3,3,16,8]", "window={size=3x3 pad=1_1x1_1}, "
+                "dim_labels=b01f_01io->b01f, feature_group_count=4", "f32[1,8,8,8]") == \
+        InputRuns((0, 1), None, 16)
+    assert runs("f32[1,8,8,64]", "f32[3,3,64,8]", "window={size=3x3 rhs_dilate=1x2}, "
+                "dim_labels=b01f_01io->b01f", "f32[1,6,4,8]") == InputRuns((0, 1), None, 64)
+    assert runs("f32[1,64,8,8]", "f32[8,64,3,3]", "window={size=3x3 pad=1_1x1_1}, "
+                "dim_labels=bf01_oi01->bf01", "f32[1,8,8,8]") is None
+    text = module("""
+        x = f32[2,8,8,64] parameter(0)
+        w = f32[3,3,64,8] parameter(1)
+        ROOT c = f32[2,8,8,8] convolution(x, w), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f""")
+    [kernel] = hlo_opt.compile(text).kernels.values()
+    assert "llvm.masked.load.v16f32" in kernel.ir      # the runs, 16 lanes at a time
 
 
 # ---------------------------------------------------------------------------- reduce
