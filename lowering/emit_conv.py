@@ -23,6 +23,8 @@ over output positions and taps with all groups in vector lanes (`Channelwise`).
 """
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -32,10 +34,10 @@ from ..attributes import Window
 from ..dtypes import DTYPES, accumulation_type
 from ..targets import cpu_facts
 from .elemental import Elemental
-from .emit_dot import Gemm, _splat, register_gemm
+from .emit_dot import Gemm, _splat, emit_gemm, register_gemm
 from .emit_kernel import PHASES
 from .emit_kernel import register as register_phase
-from .emit_loops import Index, clamp, delinearize, for_range, linearize
+from .emit_loops import Index, clamp, delinearize, for_range, linearize, sub
 from .intrinsics import call, declare
 from .ltypes import I1, I32, I64, PTR, VOID, elem, select, zero
 
@@ -53,13 +55,65 @@ class ConvGeometry:
     batch: int           # output batch (input batch per batch group)
     cg: int              # input features per group
     og: int              # output features per group
-    taps: list
-    out_sp: list
+    taps: list           # window taps per spatial dim
+    out_sp: list         # output positions per spatial dim
     in_sp: list
+    # Per spatial dim: kernel tap j of this window is kernel element first + step*j, and
+    # output position q is output element phase + every*q (a phase of `phases`).
+    tap_map: tuple = ()
+    out_map: tuple = ()
 
     @property
     def rank(self) -> int:
         return len(self.taps)
+
+    def kernel_tap(self, b, d: int, j):
+        first, step = self.tap_map[d]
+        t = b.add(I64(first), b.mul(_v(j), I64(step)))
+        if self.window.rhs_reversal[d]:
+            t = b.sub(I64(self.rd[self.labels.rhs_spatial[d]] - 1), t)
+        return t
+
+    def out_position(self, b, d: int, q):
+        phase, every = self.out_map[d]
+        return b.add(I64(phase), b.mul(_v(q), I64(every))) if every > 1 else q
+
+    def phases(self) -> list[ConvGeometry]:
+        """The convolution as a sum of convolutions without base (lhs) dilation, one per
+        output phase: along a dimension dilated by s (with stride 1), the outputs
+        congruent to p mod s meet input elements only under the taps t with
+        (p + t*rhs_dilate - pad) divisible by s, an arithmetic progression; so they form a
+        convolution of the undilated input with those taps. This skips the taps that fall
+        on dilation holes (all but about 1/s of them) instead of multiplying zeros. Itself
+        where nothing is dilated or a dilated dimension has a stride."""
+        w = self.window
+        if all(s == 1 for s in w.lhs_dilate) or \
+                any(s > 1 and st > 1 for s, st in zip(w.lhs_dilate, w.stride)):
+            return [self]
+        per_dim = [[self._dim_phase(d, p) for p in range(w.lhs_dilate[d])]
+                   for d in range(self.rank)]
+        return [self._with(choice) for choice in itertools.product(*per_dim)
+                if all(c[1] > 0 for c in choice)]
+
+    def _dim_phase(self, d: int, p: int):
+        """(taps, outputs, (first, step), (p, s), rhs dilation, low padding) of phase p."""
+        w = self.window
+        s, r, pad = w.lhs_dilate[d], w.rhs_dilate[d], w.pad[d][0]
+        if s == 1:
+            return (self.taps[d], self.out_sp[d], (0, 1), (0, 1), r, pad)
+        valid = [t for t in range(self.taps[d]) if (p + t * r - pad) % s == 0]
+        step = valid[1] - valid[0] if len(valid) > 1 else 1
+        first = valid[0] if valid else 0
+        return (len(valid), -(-(self.out_sp[d] - p) // s), (first, step), (p, s),
+                step * r // s, -((p + first * r - pad) // s))
+
+    def _with(self, choice) -> ConvGeometry:
+        taps, outs, tap_map, out_map, dil, pad = zip(*choice)
+        one = (1,) * self.rank
+        window = Window(taps, self.window.stride, tuple((p, 0) for p in pad), one, dil,
+                        self.window.rhs_reversal)
+        return dataclasses.replace(self, window=window, taps=list(taps), out_sp=list(outs),
+                                   tap_map=tap_map, out_map=out_map)
 
     @staticmethod
     def of(inst) -> ConvGeometry:
@@ -77,7 +131,8 @@ class ConvGeometry:
                             rd[labels.rhs_output_feature] // (fgc * bgc),
                             [rd[d] for d in labels.rhs_spatial],
                             [od[d] for d in labels.out_spatial],
-                            [ld[d] for d in labels.lhs_spatial])
+                            [ld[d] for d in labels.lhs_spatial],
+                            ((0, 1),) * rank, ((0, 1),) * rank)
 
     def input_coords(self, b, g, n):
         """Input coordinates of sample n of group g, feature 0 of the group, spatial 0."""
@@ -115,16 +170,17 @@ class InputRuns:
     length: int
 
 
-def input_runs(inst) -> InputRuns | None:
-    """The runs packing copies, or None where packing reads element by element: an input
-    whose feature dimension is not innermost (no contiguous run along K), or an element
-    type the GEMM converts while packing."""
-    cv = ConvGeometry.of(inst)
+def input_runs(inst, cv: ConvGeometry | None = None) -> InputRuns | None:
+    """The runs packing copies for the convolution `cv` (by default the whole of `inst`),
+    or None where packing reads element by element: an input whose feature dimension is
+    not innermost (no contiguous run along K), or an element type the GEMM converts while
+    packing."""
+    cv = cv or ConvGeometry.of(inst)
     a_type = inst.operands[0].shape.element_type
     acc = accumulation_type(*(DTYPES[s.element_type] for s in (
         inst.operands[0].shape, inst.operands[1].shape, inst.shape))).name
     if cv.labels.lhs_feature != len(cv.ld) - 1 or a_type != acc or \
-            a_type not in ("f32", "f64") or cv.cg == 0:
+            a_type not in ("f32", "f64") or cv.cg * math.prod(cv.taps) == 0:
         return None
     last = cv.rank - 1
     w = cv.window
@@ -135,10 +191,18 @@ def input_runs(inst) -> InputRuns | None:
 
 
 def conv_gemm(inst) -> Gemm:
+    return _gemm(inst, ConvGeometry.of(inst))
+
+
+def conv_gemms(inst) -> list[Gemm]:
+    """The GEMMs that together compute `inst`: one per output phase (ConvGeometry.phases)."""
+    return [_gemm(inst, cv) for cv in ConvGeometry.of(inst).phases()]
+
+
+def _gemm(inst, cv: ConvGeometry) -> Gemm:
     lhs, rhs = inst.operands
-    cv = ConvGeometry.of(inst)
-    runs = input_runs(inst)
-    labels, window, rank = cv.labels, cv.window, cv.rank
+    runs = input_runs(inst, cv)
+    labels, rank = cv.labels, cv.rank
     ld, rd, od = cv.ld, cv.rd, cv.od
     taps, cg = cv.taps, cv.cg
     a_type = elem(lhs.shape.element_type)
@@ -164,10 +228,7 @@ def conv_gemm(inst) -> Gemm:
         coords[labels.rhs_output_feature] = b.add(b.mul(g, I64(cv.og)), n)
         coords[labels.rhs_input_feature] = tk[-1]
         for d in range(rank):
-            t = tk[d]
-            if window.rhs_reversal[d]:
-                t = b.sub(I64(taps[d] - 1), _v(t))
-            coords[labels.rhs_spatial[d]] = t
+            coords[labels.rhs_spatial[d]] = cv.kernel_tap(b, d, tk[d])
         return gen.value(rhs, Index(rd, values=coords))
 
     def c_row(b, g, m):
@@ -176,14 +237,15 @@ def conv_gemm(inst) -> Gemm:
         coords[labels.out_batch] = pos_out[0]
         coords[labels.out_feature] = b.mul(g, I64(cv.og))
         for d in range(rank):
-            coords[labels.out_spatial[d]] = pos_out[1 + d]
+            coords[labels.out_spatial[d]] = cv.out_position(b, d, pos_out[1 + d])
         return _v(linearize(b, coords, od))
 
     stride = math.prod(od[labels.out_feature + 1:])
     # Output laid out batch, spatial..., feature: rows of C (output positions) are evenly
     # spaced and features contiguous, so tiles go straight into the output.
     natural = labels.out_batch == 0 and labels.out_feature == len(od) - 1 and \
-        list(labels.out_spatial) == list(range(1, len(od) - 1))
+        list(labels.out_spatial) == list(range(1, len(od) - 1)) and \
+        all(every == 1 for _, every in cv.out_map)
     return Gemm(cv.fgc * cv.bgc, cv.batch * math.prod(cv.out_sp), cv.og,
                 math.prod(taps) * cg, a_type, elem(rhs.shape.element_type), a_value, b_value,
                 c_row, stride, elem(inst.shape.element_type), c_ld=od[-1] if natural else None,
@@ -382,7 +444,7 @@ def _emit_channelwise(kb, inst, cw: Channelwise, out, lo, hi) -> None:
     gen = kb.elemental()
     cv = ConvGeometry.of(inst)
     lhs, rhs = inst.operands
-    labels, window = cv.labels, cv.window
+    labels = cv.labels
     et = out.et
     # input features outermost: with batch groups they are the input's batch, its major
     # dimension, so consecutive steps read neighbouring rows
@@ -409,10 +471,7 @@ def _emit_channelwise(kb, inst, cw: Channelwise, out, lo, hi) -> None:
             rc = [0] * len(cv.rd)
             rc[labels.rhs_input_feature] = c
             for d in range(cv.rank):
-                t = tk[d]
-                if window.rhs_reversal[d]:
-                    t = b.sub(I64(cv.taps[d] - 1), _v(t))
-                rc[labels.rhs_spatial[d]] = t
+                rc[labels.rhs_spatial[d]] = cv.kernel_tap(b, d, tk[d])
             lane_dim = labels.lhs_feature if cv.bgc == 1 else labels.lhs_batch
             with b.if_then(ok):
                 with for_range(b, 0, cw.groups, "cwg") as g:
@@ -432,15 +491,30 @@ _gemm_emit, _gemm_plan = PHASES["convolution"]
 
 def _plan(inst):
     cw = channelwise(inst)
-    return (cw.positions, cw.work(), 0) if cw else _gemm_plan(inst)
+    if cw:
+        return cw.positions, cw.work(), 0
+    gemms = conv_gemms(inst)
+    if len(gemms) == 1:
+        return _gemm_plan(inst)
+    return (sum(g.tasks() for g in gemms), sum(g.work() for g in gemms),
+            max(g.scratch() for g in gemms))
 
 
 def _emit(kb, inst, dests, lo, hi):
+    """Tasks [lo, hi) of the convolution: of its GEMMs' tasks, one after another."""
     cw = channelwise(inst)
+    gemms = [] if cw else conv_gemms(inst)
     if cw:
         _emit_channelwise(kb, inst, cw, dests[0], lo, hi)
-    else:
+    elif len(gemms) == 1:
         _gemm_emit(kb, inst, dests, lo, hi)
+    else:
+        first = 0
+        for g in gemms:
+            n = g.tasks()
+            emit_gemm(kb, g, dests[0], clamp(kb.b, sub(kb.b, lo, first), 0, n),
+                      clamp(kb.b, sub(kb.b, hi, first), 0, n))
+            first += n
 
 
 register_phase("convolution", _emit, _plan)

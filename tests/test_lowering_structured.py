@@ -10,7 +10,7 @@ import pytest
 
 import hlo_opt
 from hlo_opt.tools.hlo_run import random_inputs
-from hlo_opt.lowering.emit_conv import InputRuns, channelwise, conv_gemm, input_runs
+from hlo_opt.lowering.emit_conv import InputRuns, channelwise, conv_gemms, input_runs
 from lowering_helpers import ARGMAX_REDUCER, assert_matches, run_both
 
 def check(text: str, seed: int = 0, rel: float = 2e-6):
@@ -136,6 +136,10 @@ def conv_module(x: str, w: str, attrs: str, out: str) -> str:
     ("runs", "f32[6,8,8,5]", "f32[3,3,5,12]", "window={size=3x3 pad=1_1x0_0}, dim_labels=b01f_01io->b01f, batch_group_count=3", "f32[2,8,6,12]"),
     ("runs", "f32[2,20,4]", "f32[5,4,16]", "window={size=5 pad=3_1 rhs_reversal=1}, dim_labels=b0f_0io->b0f", "f32[2,20,16]"),
     ("runs", "f32[2,6,6,2]", "f32[2,2,16,2]", "window={size=2x2 pad=1_1x1_1 lhs_dilate=2x2 rhs_dilate=2x2}, dim_labels=b01f_01oi->b01f", "f32[2,11,11,16]"),
+    ("runs", "f32[2,6,9,8]", "f32[3,3,8,16]", "window={size=3x3 stride=1x2 pad=1_2x0_0 lhs_dilate=2x1}, dim_labels=b01f_01io->b01f", "f32[2,12,4,16]"),
+    ("runs", "f32[2,6,6,8]", "f32[3,4,8,16]", "window={size=3x4 pad=-1_2x3_0 lhs_dilate=2x3 rhs_dilate=3x2}, dim_labels=b01f_01io->b01f", "f32[2,6,13,16]"),
+    ("runs", "f32[2,6,6,8]", "f32[1,2,8,16]", "window={size=1x2 pad=0_0x1_1 lhs_dilate=2x2}, dim_labels=b01f_01io->b01f", "f32[2,11,12,16]"),
+    ("runs", "f32[2,6,6,8]", "f32[3,3,4,16]", "window={size=3x3 pad=1_2x1_2 lhs_dilate=2x2}, dim_labels=b01f_01io->b01f, feature_group_count=2", "f32[2,12,12,16]"),
     ("runs", "f64[2,7,7,9]", "f64[3,3,9,16]", "window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f", "f64[2,7,7,16]"),
     ("runs", "f32[40,33]", "f32[33,16]", "dim_labels=bf_io->bf", "f32[40,16]"),
     ("lanes", "f32[2,9,9,20]", "f32[3,3,1,20]", "window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f, feature_group_count=20", "f32[2,9,9,20]"),
@@ -148,7 +152,7 @@ def test_convolution_fast_paths(path, x, w, attrs, out):
     text = conv_module(x, w, attrs, out)
     conv = hlo_opt.parse(text).entry.root
     if path == "runs":
-        assert input_runs(conv) is not None and conv_gemm(conv).packed()
+        assert input_runs(conv) is not None and any(g.packed() for g in conv_gemms(conv))
     else:
         assert channelwise(conv) is not None
     check(text, rel=1e-5)
@@ -174,6 +178,17 @@ def test_nhwc_convolution_input_runs():
                        "dim_labels=b01f_01io->b01f", "f32[2,8,8,8]")
     [kernel] = hlo_opt.compile(text).kernels.values()
     assert "llvm.masked.load.v16f32" in kernel.ir      # the runs, 16 lanes at a time
+
+
+def test_base_dilated_convolution_skips_dilation_holes():
+    """With lhs_dilate=2x2 (an input gradient of a stride-2 convolution), each of the four
+    output phases meets the input under its own taps only: 2x2, 2x1, 1x2 and 1x1 of the
+    3x3 window, as four GEMMs over the undilated input."""
+    text = conv_module("f32[2,8,8,32]", "f32[3,3,32,16]", "window={size=3x3 pad=1_2x1_2 "
+                       "lhs_dilate=2x2}, dim_labels=b01f_01io->b01f", "f32[2,16,16,16]")
+    gemms = conv_gemms(hlo_opt.parse(text).entry.root)
+    assert sorted((g.m, g.k) for g in gemms) == [(128, 32), (128, 64), (128, 64), (128, 128)]
+    check(text, rel=1e-5)
 
 
 def test_depthwise_convolution_with_fused_reversed_kernel():
