@@ -161,27 +161,31 @@ class ConvGeometry:
 
 @dataclass(frozen=True)
 class InputRuns:
-    """How K splits into runs that are contiguous in the input: a run index enumerates the
-    taps of the `outer` spatial dims; within a run come the taps of the `merged` spatial
-    dim (if any: its input positions are adjacent, so its taps times all input features
-    are consecutive elements) and then the group's input features."""
+    """How K splits into runs of evenly spaced input elements (`step` apart): a run index
+    enumerates the taps of the `outer` spatial dims; within a run come the taps of the
+    `merged` spatial dim (if any: its input positions are adjacent, so its taps times all
+    input features are consecutive elements) and then the group's input features."""
     outer: tuple
     merged: int | None
     length: int
+    step: int = 1
 
 
 def input_runs(inst, cv: ConvGeometry | None = None) -> InputRuns | None:
     """The runs packing copies for the convolution `cv` (by default the whole of `inst`),
-    or None where packing reads element by element: an input whose feature dimension is
-    not innermost (no contiguous run along K), or an element type the GEMM converts while
-    packing."""
+    or None where packing reads element by element: an element type the GEMM converts
+    while packing. Runs are contiguous where the input's feature dimension is innermost
+    (NHWC); elsewhere (weight gradients read the input as f01b, NCHW) features are a
+    fixed stride apart and runs are gathered."""
     cv = cv or ConvGeometry.of(inst)
     a_type = inst.operands[0].shape.element_type
     acc = accumulation_type(*(DTYPES[s.element_type] for s in (
         inst.operands[0].shape, inst.operands[1].shape, inst.shape))).name
-    if cv.labels.lhs_feature != len(cv.ld) - 1 or a_type != acc or \
-            a_type not in ("f32", "f64") or cv.cg * math.prod(cv.taps) == 0:
+    if a_type != acc or a_type not in ("f32", "f64") or cv.cg * math.prod(cv.taps) == 0:
         return None
+    step = math.prod(cv.ld[cv.labels.lhs_feature + 1:])
+    if step > 1:
+        return InputRuns(tuple(range(cv.rank)), None, cv.cg, step)
     last = cv.rank - 1
     w = cv.window
     if cv.rank and cv.labels.lhs_spatial[last] == cv.labels.lhs_feature - 1 and cv.fgc == 1 \
@@ -305,8 +309,7 @@ def _pack_runs(gen, cv: ConvGeometry, runs: InputRuns, source, g, m0, mcur, p0, 
                 for base, lo, hi in spans:
                     mask = b.and_(b.icmp_signed(">=", lane, _splat(b, lo, lanes)),
                                   b.icmp_signed("<", lane, _splat(b, hi, lanes)))
-                    ptr = b.gep(source.ptr, [b.add(base, c0)], source_etype=et.storage)
-                    vecs.append(_masked_load(b, ptr, mask, et.compute, lanes))
+                    vecs.append(_load_run(b, source, base, c0, lane, runs.step, mask, lanes))
                 block = _interleave(b, vecs)
                 out = b.gep(panel_dst, [b.mul(b.add(out0, b.mul(q, I64(lanes))), I64(mr))],
                             inbounds=True, source_etype=et.compute)
@@ -363,11 +366,24 @@ def _interleave(b, vecs):
                             ir.Constant(ir.VectorType(I32, len(order)), order))
 
 
-def _masked_load(b, ptr, mask, t, lanes):
-    """Lanes off the mask read nothing (their address may be off the input) and give 0."""
+def _load_run(b, source, base, c0, lane, step: int, mask, lanes: int):
+    """Run elements c0 .. c0 + lanes - 1 (element e at base + e*step) where `mask` is set,
+    0 elsewhere; lanes off the mask read nothing (their address may be off the input)."""
+    t = source.et.compute
     vt = ir.VectorType(t, lanes)
-    fn = declare(b.module, f"llvm.masked.load.{_vname(vt)}.p0", vt, [PTR, I32, mask.type, vt])
-    return b.call(fn, [ptr, I32(_bytes(t)), mask, ir.Constant(vt, None)])
+    if step == 1:
+        ptr = b.gep(source.ptr, [b.add(base, c0)], source_etype=source.et.storage)
+        fn = declare(b.module, f"llvm.masked.load.{_vname(vt)}.p0", vt,
+                     [PTR, I32, mask.type, vt])
+        return b.call(fn, [ptr, I32(_bytes(t)), mask, ir.Constant(vt, None)])
+    nbytes = source.et.nbytes
+    at = b.add(_splat(b, b.add(b.ptrtoint(source.ptr, I64), b.mul(base, I64(nbytes))), lanes),
+               b.mul(lane, ir.Constant(lane.type, [step * nbytes] * lanes)))
+    pt = ir.VectorType(PTR, lanes)
+    ptrs = b.inttoptr(at, pt)
+    fn = declare(b.module, f"llvm.masked.gather.{_vname(vt)}.v{lanes}p0", vt,
+                 [pt, I32, mask.type, vt])
+    return b.call(fn, [ptrs, I32(_bytes(t)), mask, ir.Constant(vt, None)])
 
 
 def _masked_store(b, value, ptr, mask):

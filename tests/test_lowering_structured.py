@@ -140,6 +140,10 @@ def conv_module(x: str, w: str, attrs: str, out: str) -> str:
     ("runs", "f32[2,6,6,8]", "f32[3,4,8,16]", "window={size=3x4 pad=-1_2x3_0 lhs_dilate=2x3 rhs_dilate=3x2}, dim_labels=b01f_01io->b01f", "f32[2,6,13,16]"),
     ("runs", "f32[2,6,6,8]", "f32[1,2,8,16]", "window={size=1x2 pad=0_0x1_1 lhs_dilate=2x2}, dim_labels=b01f_01io->b01f", "f32[2,11,12,16]"),
     ("runs", "f32[2,6,6,8]", "f32[3,3,4,16]", "window={size=3x3 pad=1_2x1_2 lhs_dilate=2x2}, dim_labels=b01f_01io->b01f, feature_group_count=2", "f32[2,12,12,16]"),
+    ("runs", "f32[2,9,9,8]", "f32[2,7,7,16]", "window={size=7x7}, dim_labels=f01b_i01o->01bf", "f32[3,3,8,16]"),
+    ("runs", "f32[4,9,9,8]", "f32[4,4,4,16]", "window={size=4x4 pad=1_0x1_0 rhs_dilate=2x2}, dim_labels=f01b_i01o->01bf", "f32[4,4,8,16]"),
+    ("runs", "f32[4,9,9,8]", "f32[4,9,9,32]", "window={size=9x9 pad=1_1x1_1}, dim_labels=f01b_i01o->01bf, batch_group_count=2", "f32[3,3,4,32]"),
+    ("runs", "f32[2,20,9,9]", "f32[16,20,3,3]", "window={size=3x3 stride=2x1 pad=1_1x0_2}, dim_labels=bf01_oi01->bf01", "f32[2,16,5,9]"),
     ("runs", "f64[2,7,7,9]", "f64[3,3,9,16]", "window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f", "f64[2,7,7,16]"),
     ("runs", "f32[40,33]", "f32[33,16]", "dim_labels=bf_io->bf", "f32[40,16]"),
     ("lanes", "f32[2,9,9,20]", "f32[3,3,1,20]", "window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f, feature_group_count=20", "f32[2,9,9,20]"),
@@ -173,7 +177,7 @@ def test_nhwc_convolution_input_runs():
     assert runs("f32[1,8,8,64]", "f32[3,3,64,8]", "window={size=3x3 rhs_dilate=1x2}, "
                 "dim_labels=b01f_01io->b01f", "f32[1,6,4,8]") == InputRuns((0, 1), None, 64)
     assert runs("f32[1,64,8,8]", "f32[8,64,3,3]", "window={size=3x3 pad=1_1x1_1}, "
-                "dim_labels=bf01_oi01->bf01", "f32[1,8,8,8]") is None
+                "dim_labels=bf01_oi01->bf01", "f32[1,8,8,8]") == InputRuns((0, 1), None, 64, 64)
     text = conv_module("f32[2,8,8,64]", "f32[3,3,64,8]", "window={size=3x3 pad=1_1x1_1}, "
                        "dim_labels=b01f_01io->b01f", "f32[2,8,8,8]")
     [kernel] = hlo_opt.compile(text).kernels.values()
