@@ -10,7 +10,9 @@ import pytest
 
 import hlo_opt
 from hlo_opt.tools.hlo_run import random_inputs
-from hlo_opt.lowering.emit_conv import InputRuns, channelwise, conv_gemms, input_runs
+from hlo_opt.lowering.conv_lanes import channelwise
+from hlo_opt.lowering.conv_pack import InputRuns, input_runs
+from hlo_opt.lowering.emit_conv import conv_gemms
 from lowering_helpers import ARGMAX_REDUCER, assert_matches, run_both
 
 def check(text: str, seed: int = 0, rel: float = 2e-6):
@@ -120,10 +122,10 @@ def conv_module(x: str, w: str, attrs: str, out: str) -> str:
 
 
 # Convolutions on the fast paths, every window feature against the interpreter:
-# "runs": input packing copies contiguous runs (emit_conv.input_runs); sizes make them
+# "runs": input packing copies contiguous runs (conv_pack.input_runs); sizes make them
 # packed GEMMs; the K of the first (3*3*100 = 900) crosses K blocks in the middle of runs,
 # its M (2*7*7) is no multiple of MR. "lanes": one output feature per group, groups
-# innermost, groups in vector lanes (emit_conv.channelwise): depthwise convolutions, their
+# innermost, groups in vector lanes (conv_lanes.channelwise): depthwise convolutions, their
 # input gradients (reversed kernel, "oi" labels) and their weight gradients (batch groups,
 # input batch innermost).
 @pytest.mark.parametrize("path,x,w,attrs,out", [
