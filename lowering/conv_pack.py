@@ -116,12 +116,15 @@ def _pack_runs(gen, cv: ConvGeometry, runs: InputRuns, source, g, m0, mcur, p0, 
                 count = b.mul(_min(b, I64(lanes), b.sub(seg_hi, c0)), I64(mr))
                 with b.if_else(b.icmp_signed("==", count, I64(lanes * mr))) as (full, tail):
                     with full:
-                        b.store(block, out, align=et.nbytes)
+                        for i, part in enumerate(block):
+                            b.store(part, b.gep(out, [I64(i * lanes)], inbounds=True,
+                                                source_etype=et.compute), align=et.nbytes)
                     with tail:
-                        n = lanes * mr
-                        keep = b.icmp_signed("<", ir.Constant(ir.VectorType(I64, n), list(range(n))),
-                                             _splat(b, count, n))
-                        _masked_store(b, block, out, keep)
+                        for i, part in enumerate(block):
+                            keep = b.icmp_signed("<", b.add(lane, _splat(b, b.sub(
+                                I64(i * lanes), c0), lanes)), _splat(b, count, lanes))
+                            _masked_store(b, part, b.gep(out, [I64(i * lanes)], inbounds=True,
+                                                         source_etype=et.compute), keep)
 
 
 def _row_span(b, cv: ConvGeometry, runs: InputRuns, g, inside, pos_out, tk, seg_lo, seg_hi):
@@ -149,21 +152,23 @@ def _row_span(b, cv: ConvGeometry, runs: InputRuns, g, inside, pos_out, tk, seg_
     return base, lo, hi
 
 
-def _interleave(b, vecs):
-    """out[c*len(vecs) + j] = vecs[j][c]: the rows of a panel, element by element."""
-    lanes = vecs[0].type.count
-    rows = len(vecs)
-    parts = list(vecs)
-    while len(parts) & (len(parts) - 1):             # a power of two, to pair them up
-        parts.append(ir.Constant(vecs[0].type, None))
-    while len(parts) > 1:
-        width = parts[0].type.count
-        pairs = ir.Constant(ir.VectorType(I32, 2 * width), list(range(2 * width)))
-        parts = [b.shuffle_vector(x, y, pairs) for x, y in zip(parts[::2], parts[1::2])]
-    order = [j * lanes + c for c in range(lanes) for j in range(rows)]
-    whole = parts[0]
-    return b.shuffle_vector(whole, ir.Constant(whole.type, None),
-                            ir.Constant(ir.VectorType(I32, len(order)), order))
+def _interleave(b, vecs) -> list:
+    """The rows of a panel element by element, out[c*len(vecs) + j] = vecs[j][c], as
+    len(vecs) vectors: each gathers its elements row by row, one two-input shuffle per row
+    it draws from (a single permute instruction each with AVX-512)."""
+    lanes, rows = vecs[0].type.count, len(vecs)
+    mask = lambda m: ir.Constant(ir.VectorType(I32, lanes), m)   # noqa: E731
+    outs = []
+    for i in range(rows):
+        src = [divmod(e, rows) for e in range(i * lanes, (i + 1) * lanes)]   # (c, j)
+        order = sorted({j for _, j in src})
+        acc = b.shuffle_vector(vecs[order[0]], vecs[order[-1]], mask(
+            [c if j == order[0] else lanes + c if j == order[-1] else 0 for c, j in src]))
+        for row in order[1:-1]:
+            acc = b.shuffle_vector(acc, vecs[row], mask(
+                [lanes + c if j == row else k for k, (c, j) in enumerate(src)]))
+        outs.append(acc)
+    return outs
 
 
 def _load_run(b, source, base, c0, lane, step: int, mask, lanes: int):
