@@ -21,7 +21,7 @@ from .elemental import Elemental
 from .emit_dot import _splat
 from .emit_loops import clamp, delinearize, for_range, linearize
 from .intrinsics import call, declare
-from .ltypes import I32, I64, PTR, VOID
+from .ltypes import I32, I64, PTR, VOID, elem
 
 
 @dataclass(frozen=True)
@@ -38,15 +38,16 @@ class InputRuns:
 
 def input_runs(inst, cv: ConvGeometry | None = None) -> InputRuns | None:
     """The runs packing copies for the convolution `cv` (by default the whole of `inst`),
-    or None where packing reads element by element: an element type the GEMM converts
-    while packing. Runs are contiguous where the input's feature dimension is innermost
+    or None where packing reads element by element: an element type other than f32/f64,
+    or bf16/f16 whose accumulation is not f32 (runs widen bf16/f16 to f32 as they load). Runs are contiguous where the input's feature dimension is innermost
     (NHWC); elsewhere (weight gradients read the input as f01b, NCHW) features are a
     fixed stride apart and runs are gathered."""
     cv = cv or ConvGeometry.of(inst)
     a_type = inst.operands[0].shape.element_type
     acc = accumulation_type(*(DTYPES[s.element_type] for s in (
         inst.operands[0].shape, inst.operands[1].shape, inst.shape))).name
-    if a_type != acc or a_type not in ("f32", "f64") or cv.cg * math.prod(cv.taps) == 0:
+    if a_type not in ("f32", "f64", "bf16", "f16") or \
+            elem(a_type).compute != elem(acc).compute or cv.cg * math.prod(cv.taps) == 0:
         return None
     step = math.prod(cv.ld[cv.labels.lhs_feature + 1:])
     if step > 1:
@@ -79,7 +80,7 @@ def _pack_runs(gen, cv: ConvGeometry, runs: InputRuns, source, g, m0, mcur, p0, 
     lies on the input, then the run in vector chunks."""
     b = gen.b
     et = source.et
-    lanes = cpu_facts.PREFERRED_VECTOR_BITS // et.bits
+    lanes = cpu_facts.PREFERRED_VECTOR_BITS // (8 * _bytes(et.compute))
     length = runs.length
     panels = b.udiv(b.add(mcur, I64(mr - 1)), I64(mr))
     first_run = b.udiv(p0, I64(length))
@@ -118,7 +119,7 @@ def _pack_runs(gen, cv: ConvGeometry, runs: InputRuns, source, g, m0, mcur, p0, 
                     with full:
                         for i, part in enumerate(block):
                             b.store(part, b.gep(out, [I64(i * lanes)], inbounds=True,
-                                                source_etype=et.compute), align=et.nbytes)
+                                                source_etype=et.compute), align=_bytes(et.compute))
                     with tail:
                         for i, part in enumerate(block):
                             keep = b.icmp_signed("<", b.add(lane, _splat(b, b.sub(
@@ -174,21 +175,26 @@ def _interleave(b, vecs) -> list:
 def _load_run(b, source, base, c0, lane, step: int, mask, lanes: int):
     """Run elements c0 .. c0 + lanes - 1 (element e at base + e*step) where `mask` is set,
     0 elsewhere; lanes off the mask read nothing (their address may be off the input)."""
-    t = source.et.compute
-    vt = ir.VectorType(t, lanes)
+    et = source.et
+    vt = ir.VectorType(et.storage, lanes)
+    nbytes = et.nbytes
     if step == 1:
-        ptr = b.gep(source.ptr, [b.add(base, c0)], source_etype=source.et.storage)
+        ptr = b.gep(source.ptr, [b.add(base, c0)], source_etype=et.storage)
         fn = declare(b.module, f"llvm.masked.load.{_vname(vt)}.p0", vt,
                      [PTR, I32, mask.type, vt])
-        return b.call(fn, [ptr, I32(_bytes(t)), mask, ir.Constant(vt, None)])
-    nbytes = source.et.nbytes
-    at = b.add(_splat(b, b.add(b.ptrtoint(source.ptr, I64), b.mul(base, I64(nbytes))), lanes),
-               b.mul(lane, ir.Constant(lane.type, [step * nbytes] * lanes)))
-    pt = ir.VectorType(PTR, lanes)
-    ptrs = b.inttoptr(at, pt)
-    fn = declare(b.module, f"llvm.masked.gather.{_vname(vt)}.v{lanes}p0", vt,
-                 [pt, I32, mask.type, vt])
-    return b.call(fn, [ptrs, I32(_bytes(t)), mask, ir.Constant(vt, None)])
+        raw = b.call(fn, [ptr, I32(nbytes), mask, ir.Constant(vt, None)])
+    else:
+        at = b.add(_splat(b, b.add(b.ptrtoint(source.ptr, I64), b.mul(base, I64(nbytes))),
+                          lanes), b.mul(lane, ir.Constant(lane.type, [step * nbytes] * lanes)))
+        pt = ir.VectorType(PTR, lanes)
+        fn = declare(b.module, f"llvm.masked.gather.{_vname(vt)}.v{lanes}p0", vt,
+                     [pt, I32, mask.type, vt])
+        raw = b.call(fn, [b.inttoptr(at, pt), I32(nbytes), mask, ir.Constant(vt, None)])
+    wide = ir.VectorType(et.compute, lanes)
+    if et.name == "bf16":            # the upper half of an f32 (ltypes.from_storage)
+        return b.bitcast(b.shl(b.zext(raw, ir.VectorType(I32, lanes)),
+                               ir.Constant(ir.VectorType(I32, lanes), [16] * lanes)), wide)
+    return b.fpext(raw, wide) if et.name == "f16" else raw
 
 
 def _masked_store(b, value, ptr, mask):
@@ -202,7 +208,8 @@ def _bytes(t) -> int:
 
 
 def _vname(vt) -> str:
-    return f"v{vt.count}{'f64' if isinstance(vt.element, ir.DoubleType) else 'f32'}"
+    return f"v{vt.count}" + {"double": "f64", "float": "f32", "half": "f16"}.get(
+        str(vt.element), str(vt.element))
 
 
 def _min(b, x, y):

@@ -148,6 +148,8 @@ def conv_module(x: str, w: str, attrs: str, out: str) -> str:
     ("runs", "f32[2,20,9,9]", "f32[16,20,3,3]", "window={size=3x3 stride=2x1 pad=1_1x0_2}, dim_labels=bf01_oi01->bf01", "f32[2,16,5,9]"),
     ("runs", "f64[2,7,7,9]", "f64[3,3,9,16]", "window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f", "f64[2,7,7,16]"),
     ("runs", "f32[40,33]", "f32[33,16]", "dim_labels=bf_io->bf", "f32[40,16]"),
+    ("runs", "bf16[2,7,7,20]", "bf16[3,3,20,16]", "window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f", "bf16[2,7,7,16]"),
+    ("runs", "f16[4,9,9,8]", "f16[4,7,7,16]", "window={size=7x7 pad=1_0x0_1}, dim_labels=f01b_i01o->01bf", "f16[4,4,8,16]"),
     ("lanes", "f32[2,9,9,20]", "f32[3,3,1,20]", "window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f, feature_group_count=20", "f32[2,9,9,20]"),
     ("lanes", "f32[2,9,8,16]", "f32[3,3,16,1]", "window={size=3x3 stride=2x1 pad=-1_2x2_0 rhs_reversal=1x1}, dim_labels=b01f_01oi->b01f, feature_group_count=16", "f32[2,4,8,16]"),
     ("lanes", "f32[1,5,5,8]", "f32[2,2,1,8]", "window={size=2x2 pad=1_1x1_1 lhs_dilate=2x2 rhs_dilate=1x2}, dim_labels=b01f_01io->b01f, feature_group_count=8", "f32[1,10,9,8]"),
