@@ -31,21 +31,27 @@ class Channelwise:
 
 
 def channelwise(inst) -> Channelwise | None:
+    """The loop for `inst` if it is such a convolution (f32 or f64 throughout), else None."""
     cv = ConvGeometry.of(inst)
     lhs, rhs = inst.operands
     labels = cv.labels
     groups = cv.fgc * cv.bgc
     types = {s.element_type for s in (lhs.shape, rhs.shape, inst.shape)}
-    lane_dim = labels.lhs_feature if cv.bgc == 1 else labels.lhs_batch
     if groups == 1 or cv.og != 1 or len(types) != 1 or types - {"f32", "f64"} or \
             (cv.cg if cv.bgc == 1 else cv.batch) != 1 or \
             not all(_innermost(dims, d) for dims, d in (
-                (cv.ld, lane_dim), (cv.rd, labels.rhs_output_feature),
+                (cv.ld, _lane_dim(cv)), (cv.rd, labels.rhs_output_feature),
                 (cv.od, labels.out_feature))):
         return None
     return Channelwise(inst.shape.num_elements // groups,
                        math.prod(cv.taps) * (cv.ld[labels.lhs_feature] if cv.bgc > 1 else 1),
                        groups)
+
+
+def _lane_dim(cv: ConvGeometry) -> int:
+    """The input dimension that indexes the groups: features, or the batch for batch
+    groups (one sample per group)."""
+    return cv.labels.lhs_feature if cv.bgc == 1 else cv.labels.lhs_batch
 
 
 def _innermost(dims, d) -> bool:
@@ -89,11 +95,10 @@ def emit_channelwise(kb, inst, cw: Channelwise, out, lo, hi) -> None:
             rc[labels.rhs_input_feature] = c
             for d in range(cv.rank):
                 rc[labels.rhs_spatial[d]] = cv.kernel_tap(b, d, tk[d])
-            lane_dim = labels.lhs_feature if cv.bgc == 1 else labels.lhs_batch
             with b.if_then(ok):
                 with for_range(b, 0, cw.groups, "cwg") as g:
                     gen.push_scope()
-                    lc[lane_dim] = g
+                    lc[_lane_dim(cv)] = g
                     rc[labels.rhs_output_feature] = g
                     x = gen.value(lhs, Index(cv.ld, values=list(lc)))
                     w = gen.value(rhs, Index(cv.rd, values=list(rc)))

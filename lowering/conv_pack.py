@@ -38,8 +38,9 @@ class InputRuns:
 
 def input_runs(inst, cv: ConvGeometry | None = None) -> InputRuns | None:
     """The runs packing copies for the convolution `cv` (by default the whole of `inst`),
-    or None where packing reads element by element: an element type other than f32/f64,
-    or bf16/f16 whose accumulation is not f32 (runs widen bf16/f16 to f32 as they load). Runs are contiguous where the input's feature dimension is innermost
+    or None where packing reads element by element: an input type other than f32, f64,
+    bf16 and f16 (widened to f32 as they are loaded), or one the GEMM accumulates in a
+    wider type. Runs are contiguous where the input's feature dimension is innermost
     (NHWC); elsewhere (weight gradients read the input as f01b, NCHW) features are a
     fixed stride apart and runs are gathered."""
     cv = cv or ConvGeometry.of(inst)
