@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 
+from ..errors import UnsupportedError
 from .conv_geometry import ConvGeometry, v
 from .conv_lanes import channelwise, emit_channelwise
 from .conv_pack import input_runs, run_packer
@@ -86,38 +87,59 @@ def _gemm(inst, cv: ConvGeometry) -> Gemm:
                 lambda gen: run_packer(gen, cv, runs, lhs))
 
 
+def one_gemm(inst) -> bool:
+    """Whether the convolution is lowered as exactly one GEMM through emit_dot's phase
+    entry (not in vector lanes, not split into output phases)."""
+    return channelwise(inst) is None and len(ConvGeometry.of(inst).phases()) == 1
+
+
 # The GEMM's phase entry stays emit_dot's (register_gemm); this one wraps it for the
-# convolutions that are several GEMMs or none.
+# convolutions that are several GEMMs or none. `gemm` (a GEMM epilogue: `root` is then
+# the phase's root, `gemm` the convolution) is passed through to emit_dot's entry, which
+# alone applies epilogues: only convolutions that are `one_gemm` may take one.
 register_gemm("convolution", conv_gemm)
 _gemm_emit, _gemm_plan = PHASES["convolution"]
 
 
-def _plan(inst):
-    cw = channelwise(inst)
+def _plan(root, gemm=None):
+    if _through_gemm_entry(root, gemm):
+        return _gemm_plan(root, **_epilogue(gemm))
+    cw = channelwise(root)
     if cw:
         return cw.positions, cw.work(), 0
-    gemms = conv_gemms(inst)
-    if len(gemms) == 1:
-        return _gemm_plan(inst)
+    gemms = conv_gemms(root)
     return (sum(g.tasks() for g in gemms), sum(g.work() for g in gemms),
             max(g.scratch() for g in gemms))
 
 
-def _emit(kb, inst, dests, lo, hi):
+def _emit(kb, root, dests, lo, hi, gemm=None):
     """Tasks [lo, hi) of the convolution: of its GEMMs' tasks, one after another."""
-    cw = channelwise(inst)
-    gemms = [] if cw else conv_gemms(inst)
+    if _through_gemm_entry(root, gemm):
+        _gemm_emit(kb, root, dests, lo, hi, **_epilogue(gemm))
+        return
+    cw = channelwise(root)
     if cw:
-        emit_channelwise(kb, inst, cw, dests[0], lo, hi)
-    elif len(gemms) == 1:
-        _gemm_emit(kb, inst, dests, lo, hi)
-    else:
-        first = 0
-        for g in gemms:
-            n = g.tasks()
-            emit_gemm(kb, g, dests[0], clamp(kb.b, sub(kb.b, lo, first), 0, n),
-                      clamp(kb.b, sub(kb.b, hi, first), 0, n))
-            first += n
+        emit_channelwise(kb, root, cw, dests[0], lo, hi)
+        return
+    first = 0
+    for g in conv_gemms(root):
+        n = g.tasks()
+        emit_gemm(kb, g, dests[0], clamp(kb.b, sub(kb.b, lo, first), 0, n),
+                  clamp(kb.b, sub(kb.b, hi, first), 0, n))
+        first += n
+
+
+def _through_gemm_entry(root, gemm) -> bool:
+    """Whether emit_dot's entry runs the phase (an UnsupportedError for an epilogue on a
+    convolution emitted here, which would drop it)."""
+    if gemm is not None and not one_gemm(gemm):
+        raise UnsupportedError(f"{gemm.name}: an epilogue on a convolution that is not "
+                               "one GEMM")
+    return gemm is not None or one_gemm(root)
+
+
+def _epilogue(gemm) -> dict:
+    return {} if gemm is None else {"gemm": gemm}
 
 
 register_phase("convolution", _emit, _plan)

@@ -12,7 +12,7 @@ import hlo_opt
 from hlo_opt.tools.hlo_run import random_inputs
 from hlo_opt.lowering.conv_lanes import channelwise
 from hlo_opt.lowering.conv_pack import InputRuns, input_runs
-from hlo_opt.lowering.emit_conv import conv_gemms
+from hlo_opt.lowering.emit_conv import conv_gemms, one_gemm
 from lowering_helpers import ARGMAX_REDUCER, assert_matches, run_both
 
 def check(text: str, seed: int = 0, rel: float = 2e-6):
@@ -162,7 +162,7 @@ def test_convolution_fast_paths(path, x, w, attrs, out):
     if path == "runs":
         assert input_runs(conv) is not None and any(g.packed() for g in conv_gemms(conv))
     else:
-        assert channelwise(conv) is not None
+        assert channelwise(conv) is not None and not one_gemm(conv)
     check(text, rel=1e-5)
 
 
@@ -194,8 +194,10 @@ def test_base_dilated_convolution_skips_dilation_holes():
     3x3 window, as four GEMMs over the undilated input."""
     text = conv_module("f32[2,8,8,32]", "f32[3,3,32,16]", "window={size=3x3 pad=1_2x1_2 "
                        "lhs_dilate=2x2}, dim_labels=b01f_01io->b01f", "f32[2,16,16,16]")
-    gemms = conv_gemms(hlo_opt.parse(text).entry.root)
+    conv = hlo_opt.parse(text).entry.root
+    gemms = conv_gemms(conv)
     assert sorted((g.m, g.k) for g in gemms) == [(128, 32), (128, 64), (128, 64), (128, 128)]
+    assert not one_gemm(conv)
     check(text, rel=1e-5)
 
 
