@@ -9,7 +9,8 @@ and the runtime that calls them on numpy arrays.
 Modules, one concept each: phases (what a kernel stores, what it computes inline; the
 kernels themselves come from the fusion stage, hlo_opt.fusion), elemental (per-element values,
 index arithmetic), emit_elementwise / convert / mathlib / float8 (scalar ops and types,
-ltypes), emit_loops (indices, loop nests), emit_reduce / emit_dot / emit_conv / emit_gather /
+ltypes), emit_loops (indices, loop nests), emit_reduce / emit_dot / emit_conv (with conv_geometry,
+conv_pack, conv_lanes) / emit_gather /
 emit_sort / emit_fft (ops with loop structures of their own), emit_kernel (one LLVM function
 per kernel), program / buffers / driver (the host program, buffer assignment, its native
 driver), jit / compile_worker (LLVM, the cache, parallel compilation), libcalls / objfile

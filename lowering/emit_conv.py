@@ -1,65 +1,55 @@
-"""convolution as a GEMM over implicit im2col (emit_dot.py does the blocking).
+"""convolution as GEMMs over an implicit im2col (emit_dot.py does the blocking).
 
-Per group g (feature groups split the input features, batch groups the input batch; either
-way group g owns the g-th block of output features): M = batch x output positions, N =
-output features of the group,
-K = window taps x input features of the group (input feature fastest, so packing reads an
-NHWC input contiguously). A[g, m, k] is the input under tap k at output position m after
-padding, base (lhs) dilation, stride and window (rhs) dilation, 0 where the tap falls on
-padding or a dilation hole; B[g, k, n] is the kernel element, read reversed where
-rhs_reversal says so. Nothing is materialized: both are index arithmetic during packing.
+A[g, m, k] is the input under tap k at output position m after padding, base (lhs)
+dilation, stride and window (rhs) dilation, 0 where the tap falls on padding or a dilation
+hole; B[g, k, n] is the kernel element, read reversed where rhs_reversal says so (shapes:
+conv_geometry.py). Nothing is materialized: A is packed by runs of the input where it can
+be (conv_pack.py), else both are index arithmetic during packing. A base-dilated
+convolution is one GEMM per output phase (ConvGeometry.phases); one with a single output
+feature per group and groups innermost is no GEMM (conv_lanes.py).
 """
 from __future__ import annotations
 
 import math
 
-from ..attributes import Window
+from ..errors import UnsupportedError
+from .conv_geometry import ConvGeometry, v
+from .conv_lanes import channelwise, emit_channelwise
+from .conv_pack import input_runs, run_packer
 from .elemental import Elemental
-from .emit_dot import Gemm, register_gemm
-from .emit_loops import Index, delinearize, linearize
+from .emit_dot import Gemm, emit_gemm, register_gemm
+from .emit_kernel import PHASES
+from .emit_kernel import register as register_phase
+from .emit_loops import Index, clamp, delinearize, linearize, sub
 from .ltypes import I1, I64, elem, select, zero
 
 
 def conv_gemm(inst) -> Gemm:
+    return _gemm(inst, ConvGeometry.of(inst))
+
+
+def conv_gemms(inst) -> list[Gemm]:
+    """The GEMMs that together compute `inst`: one per output phase (ConvGeometry.phases)."""
+    return [_gemm(inst, cv) for cv in ConvGeometry.of(inst).phases()]
+
+
+def _gemm(inst, cv: ConvGeometry) -> Gemm:
     lhs, rhs = inst.operands
-    labels = inst.attrs["dim_labels"]
-    rank = len(labels.lhs_spatial)
-    window = inst.attrs.get("window") or Window.default(rank)
-    if window.rank != rank:
-        window = Window.default(rank)
-    fgc = inst.attrs.get("feature_group_count", 1)
-    bgc = inst.attrs.get("batch_group_count", 1)
-    groups = fgc * bgc
-    ld, rd, od = lhs.shape.dims, rhs.shape.dims, inst.shape.dims
-    batch, in_feat = ld[labels.lhs_batch] // bgc, ld[labels.lhs_feature]
-    cg = in_feat // fgc
-    og = rd[labels.rhs_output_feature] // groups
-    taps = [rd[d] for d in labels.rhs_spatial]
-    out_sp = [od[d] for d in labels.out_spatial]
-    in_sp = [ld[d] for d in labels.lhs_spatial]
+    runs = input_runs(inst, cv)
+    labels, rank = cv.labels, cv.rank
+    ld, rd, od = cv.ld, cv.rd, cv.od
+    taps, cg = cv.taps, cv.cg
     a_type = elem(lhs.shape.element_type)
 
     def a_value(gen: Elemental, g, m, k):
         b = gen.b
-        pos_out = delinearize(b, m, [batch] + out_sp)
+        pos_out = delinearize(b, m, [cv.batch] + cv.out_sp)
         tk = delinearize(b, k, taps + [cg])
-        coords = [0] * len(ld)
-        if bgc > 1:                    # batch groups: group g reads samples g*batch + n
-            coords[labels.lhs_batch] = b.add(b.mul(g, I64(batch)), _v(pos_out[0]))
-            coords[labels.lhs_feature] = tk[-1]
-        else:                          # feature groups: group g reads features g*cg + c
-            coords[labels.lhs_batch] = pos_out[0]
-            coords[labels.lhs_feature] = b.add(b.mul(g, I64(cg)), _v(tk[-1]))
+        coords = cv.input_coords(b, g, pos_out[0])
+        coords[labels.lhs_feature] = b.add(v(coords[labels.lhs_feature]), v(tk[-1]))
         ok = I1(1)
         for d in range(rank):
-            pos = b.sub(b.add(b.mul(_v(pos_out[1 + d]), I64(window.stride[d])),
-                              b.mul(_v(tk[d]), I64(window.rhs_dilate[d]))), I64(window.pad[d][0]))
-            good = b.icmp_signed(">=", pos, I64(0))
-            base = window.lhs_dilate[d]
-            if base > 1:
-                good = b.and_(good, b.icmp_signed("==", b.srem(pos, I64(base)), I64(0)))
-                pos = b.sdiv(pos, I64(base))
-            good = b.and_(good, b.icmp_signed("<", pos, I64(in_sp[d])))
+            pos, good = cv.position(b, d, pos_out[1 + d], tk[d])
             ok = b.and_(ok, good)
             coords[labels.lhs_spatial[d]] = b.select(good, pos, I64(0))
         x = gen.value(lhs, Index(ld, values=coords))
@@ -69,36 +59,87 @@ def conv_gemm(inst) -> Gemm:
         b = gen.b
         tk = delinearize(b, k, taps + [cg])
         coords = [0] * len(rd)
-        coords[labels.rhs_output_feature] = b.add(b.mul(g, I64(og)), n)
+        coords[labels.rhs_output_feature] = b.add(b.mul(g, I64(cv.og)), n)
         coords[labels.rhs_input_feature] = tk[-1]
         for d in range(rank):
-            t = tk[d]
-            if window.rhs_reversal[d]:
-                t = b.sub(I64(taps[d] - 1), _v(t))
-            coords[labels.rhs_spatial[d]] = t
+            coords[labels.rhs_spatial[d]] = cv.kernel_tap(b, d, tk[d])
         return gen.value(rhs, Index(rd, values=coords))
 
     def c_row(b, g, m):
-        pos_out = delinearize(b, m, [batch] + out_sp)
+        pos_out = delinearize(b, m, [cv.batch] + cv.out_sp)
         coords = [0] * len(od)
         coords[labels.out_batch] = pos_out[0]
-        coords[labels.out_feature] = b.mul(g, I64(og))
+        coords[labels.out_feature] = b.mul(g, I64(cv.og))
         for d in range(rank):
-            coords[labels.out_spatial[d]] = pos_out[1 + d]
-        return _v(linearize(b, coords, od))
+            coords[labels.out_spatial[d]] = cv.out_position(b, d, pos_out[1 + d])
+        return v(linearize(b, coords, od))
 
     stride = math.prod(od[labels.out_feature + 1:])
     # Output laid out batch, spatial..., feature: rows of C (output positions) are evenly
     # spaced and features contiguous, so tiles go straight into the output.
     natural = labels.out_batch == 0 and labels.out_feature == len(od) - 1 and \
-        list(labels.out_spatial) == list(range(1, len(od) - 1))
-    return Gemm(groups, batch * math.prod(out_sp), og, math.prod(taps) * cg, a_type,
-                elem(rhs.shape.element_type), a_value, b_value, c_row, stride,
-                elem(inst.shape.element_type), c_ld=od[-1] if natural else None)
+        list(labels.out_spatial) == list(range(1, len(od) - 1)) and \
+        all(every == 1 for _, every in cv.out_map)
+    return Gemm(cv.fgc * cv.bgc, cv.batch * math.prod(cv.out_sp), cv.og,
+                math.prod(taps) * cg, a_type, elem(rhs.shape.element_type), a_value, b_value,
+                c_row, stride, elem(inst.shape.element_type), c_ld=od[-1] if natural else None,
+                a_packer=None if runs is None else
+                lambda gen: run_packer(gen, cv, runs, lhs))
 
 
-def _v(x):
-    return I64(x) if isinstance(x, int) else x
+def one_gemm(inst) -> bool:
+    """Whether the convolution is lowered as exactly one GEMM through emit_dot's phase
+    entry (not in vector lanes, not split into output phases)."""
+    return channelwise(inst) is None and len(ConvGeometry.of(inst).phases()) == 1
 
 
+# The GEMM's phase entry stays emit_dot's (register_gemm); this one wraps it for the
+# convolutions that are several GEMMs or none. `gemm` (a GEMM epilogue: `root` is then
+# the phase's root, `gemm` the convolution) is passed through to emit_dot's entry, which
+# alone applies epilogues: only convolutions that are `one_gemm` may take one.
 register_gemm("convolution", conv_gemm)
+_gemm_emit, _gemm_plan = PHASES["convolution"]
+
+
+def _plan(root, gemm=None):
+    if _through_gemm_entry(root, gemm):
+        return _gemm_plan(root, **_epilogue(gemm))
+    cw = channelwise(root)
+    if cw:
+        return cw.positions, cw.work(), 0
+    gemms = conv_gemms(root)
+    return (sum(g.tasks() for g in gemms), sum(g.work() for g in gemms),
+            max(g.scratch() for g in gemms))
+
+
+def _emit(kb, root, dests, lo, hi, gemm=None):
+    """Tasks [lo, hi) of the convolution: of its GEMMs' tasks, one after another."""
+    if _through_gemm_entry(root, gemm):
+        _gemm_emit(kb, root, dests, lo, hi, **_epilogue(gemm))
+        return
+    cw = channelwise(root)
+    if cw:
+        emit_channelwise(kb, root, cw, dests[0], lo, hi)
+        return
+    first = 0
+    for g in conv_gemms(root):
+        n = g.tasks()
+        emit_gemm(kb, g, dests[0], clamp(kb.b, sub(kb.b, lo, first), 0, n),
+                  clamp(kb.b, sub(kb.b, hi, first), 0, n))
+        first += n
+
+
+def _through_gemm_entry(root, gemm) -> bool:
+    """Whether emit_dot's entry runs the phase (an UnsupportedError for an epilogue on a
+    convolution emitted here, which would drop it)."""
+    if gemm is not None and not one_gemm(gemm):
+        raise UnsupportedError(f"{gemm.name}: an epilogue on a convolution that is not "
+                               "one GEMM")
+    return gemm is not None or one_gemm(root)
+
+
+def _epilogue(gemm) -> dict:
+    return {} if gemm is None else {"gemm": gemm}
+
+
+register_phase("convolution", _emit, _plan)

@@ -48,6 +48,8 @@ class Gemm:
     out_type: ElemType
     c_ld: int | None = None      # elements from C[b, m, 0] to C[b, m + 1, 0] if uniform
                                  # (and c_stride == 1): tiles are written in place
+    a_packer: Callable | None = None  # (gen) -> pack(b, m0, mcur, p0, kcur, dst, MR) writing
+                                 # the A panels _pack would, faster; None: a_value
 
     @property
     def acc(self) -> ElemType:
@@ -189,6 +191,7 @@ def _emit_packed(kb, g: Gemm, out, lo, hi) -> None:
                  source_etype=ir.IntType(8))
     a_pack = base
     b_pack = b.gep(base, [I64(mc * kc)], inbounds=True, source_etype=acc.compute)
+    pack_a = g.a_packer(gen) if g.a_packer else None
     with for_range(b, lo, hi, "task", vectorize=False) as t:
         mt = b.urem(t, I64(m_tasks))
         rest = b.udiv(t, I64(m_tasks))
@@ -206,8 +209,11 @@ def _emit_packed(kb, g: Gemm, out, lo, hi) -> None:
             with for_range(b, mb_lo, mb_hi, "mb", vectorize=False) as mb:
                 m0 = b.mul(mb, I64(mc))
                 mcur = _min(b, I64(mc), b.sub(I64(g.m), m0))
-                _pack(gen, g.a_value, g.a_type, acc, a_pack, bi, m0, mcur, p0, kcur, mr,
-                      rows_first=True)
+                if pack_a:
+                    pack_a(bi, m0, mcur, p0, kcur, a_pack, mr)
+                else:
+                    _pack(gen, g.a_value, g.a_type, acc, a_pack, bi, m0, mcur, p0, kcur, mr,
+                          rows_first=True)
                 m_panels = b.udiv(b.add(mcur, I64(mr - 1)), I64(mr))
                 with for_range(b, 0, n_panels, "jp", vectorize=False) as jp:
                     with for_range(b, 0, m_panels, "ip", vectorize=False) as ip:

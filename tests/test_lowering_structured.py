@@ -10,6 +10,9 @@ import pytest
 
 import hlo_opt
 from hlo_opt.tools.hlo_run import random_inputs
+from hlo_opt.lowering.conv_lanes import channelwise
+from hlo_opt.lowering.conv_pack import InputRuns, input_runs
+from hlo_opt.lowering.emit_conv import conv_gemms, one_gemm
 from lowering_helpers import ARGMAX_REDUCER, assert_matches, run_both
 
 def check(text: str, seed: int = 0, rel: float = 2e-6):
@@ -108,10 +111,107 @@ def test_large_dot_runs_on_threads():
     ("c128[2,7,3]", "c128[3,3,2]", "window={size=3 pad=1_1 lhs_dilate=2}, dim_labels=b0f_0io->b0f", "c128[2,13,2]"),
 ])
 def test_convolution(x, w, attrs, out):
-    check(module(f"""
+    check(conv_module(x, w, attrs, out), rel=1e-5)
+
+
+def conv_module(x: str, w: str, attrs: str, out: str) -> str:
+    return module(f"""
         x = {x} parameter(0)
         w = {w} parameter(1)
-        ROOT c = {out} convolution(x, w), {attrs}"""), rel=1e-5)
+        ROOT c = {out} convolution(x, w), {attrs}""")
+
+
+# Convolutions on the fast paths, every window feature against the interpreter:
+# "runs": input packing copies contiguous runs (conv_pack.input_runs); sizes make them
+# packed GEMMs; the K of the first (3*3*100 = 900) crosses K blocks in the middle of runs,
+# its M (2*7*7) is no multiple of MR. "lanes": one output feature per group, groups
+# innermost, groups in vector lanes (conv_lanes.channelwise): depthwise convolutions, their
+# input gradients (reversed kernel, "oi" labels) and their weight gradients (batch groups,
+# input batch innermost).
+@pytest.mark.parametrize("path,x,w,attrs,out", [
+    ("runs", "f32[2,7,7,100]", "f32[3,3,100,8]", "window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f", "f32[2,7,7,8]"),
+    ("runs", "f32[2,9,9,5]", "f32[3,3,5,16]", "window={size=3x3 pad=-1_2x2_-1}, dim_labels=b01f_01io->b01f", "f32[2,8,8,16]"),
+    ("runs", "f32[2,11,10,6]", "f32[3,2,6,16]", "window={size=3x2 stride=2x3 pad=1_0x0_2}, dim_labels=b01f_01io->b01f", "f32[2,5,4,16]"),
+    ("runs", "f32[1,12,12,4]", "f32[3,3,4,16]", "window={size=3x3 pad=2_2x1_3 rhs_dilate=2x3}, dim_labels=b01f_01io->b01f", "f32[1,12,10,16]"),
+    ("runs", "f32[2,5,6,7]", "f32[3,3,7,16]", "window={size=3x3 pad=1_2x2_1 lhs_dilate=2x3}, dim_labels=b01f_01io->b01f", "f32[2,10,17,16]"),
+    ("runs", "f32[2,8,8,12]", "f32[3,3,4,18]", "window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f, feature_group_count=3", "f32[2,8,8,18]"),
+    ("runs", "f32[6,8,8,5]", "f32[3,3,5,12]", "window={size=3x3 pad=1_1x0_0}, dim_labels=b01f_01io->b01f, batch_group_count=3", "f32[2,8,6,12]"),
+    ("runs", "f32[2,20,4]", "f32[5,4,16]", "window={size=5 pad=3_1 rhs_reversal=1}, dim_labels=b0f_0io->b0f", "f32[2,20,16]"),
+    ("runs", "f32[2,6,6,2]", "f32[2,2,16,2]", "window={size=2x2 pad=1_1x1_1 lhs_dilate=2x2 rhs_dilate=2x2}, dim_labels=b01f_01oi->b01f", "f32[2,11,11,16]"),
+    ("runs", "f32[2,6,9,8]", "f32[3,3,8,16]", "window={size=3x3 stride=1x2 pad=1_2x0_0 lhs_dilate=2x1}, dim_labels=b01f_01io->b01f", "f32[2,12,4,16]"),
+    ("runs", "f32[2,6,6,8]", "f32[3,4,8,16]", "window={size=3x4 pad=-1_2x3_0 lhs_dilate=2x3 rhs_dilate=3x2}, dim_labels=b01f_01io->b01f", "f32[2,6,13,16]"),
+    ("runs", "f32[2,6,6,8]", "f32[1,2,8,16]", "window={size=1x2 pad=0_0x1_1 lhs_dilate=2x2}, dim_labels=b01f_01io->b01f", "f32[2,11,12,16]"),
+    ("runs", "f32[2,6,6,8]", "f32[3,3,4,16]", "window={size=3x3 pad=1_2x1_2 lhs_dilate=2x2}, dim_labels=b01f_01io->b01f, feature_group_count=2", "f32[2,12,12,16]"),
+    ("runs", "f32[2,9,9,8]", "f32[2,7,7,16]", "window={size=7x7}, dim_labels=f01b_i01o->01bf", "f32[3,3,8,16]"),
+    ("runs", "f32[4,9,9,8]", "f32[4,4,4,16]", "window={size=4x4 pad=1_0x1_0 rhs_dilate=2x2}, dim_labels=f01b_i01o->01bf", "f32[4,4,8,16]"),
+    ("runs", "f32[4,9,9,8]", "f32[4,9,9,32]", "window={size=9x9 pad=1_1x1_1}, dim_labels=f01b_i01o->01bf, batch_group_count=2", "f32[3,3,4,32]"),
+    ("runs", "f32[2,20,9,9]", "f32[16,20,3,3]", "window={size=3x3 stride=2x1 pad=1_1x0_2}, dim_labels=bf01_oi01->bf01", "f32[2,16,5,9]"),
+    ("runs", "f64[2,7,7,9]", "f64[3,3,9,16]", "window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f", "f64[2,7,7,16]"),
+    ("runs", "f32[40,33]", "f32[33,16]", "dim_labels=bf_io->bf", "f32[40,16]"),
+    ("runs", "bf16[2,7,7,20]", "bf16[3,3,20,16]", "window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f", "bf16[2,7,7,16]"),
+    ("runs", "f16[4,9,9,8]", "f16[4,7,7,16]", "window={size=7x7 pad=1_0x0_1}, dim_labels=f01b_i01o->01bf", "f16[4,4,8,16]"),
+    ("lanes", "f32[2,9,9,20]", "f32[3,3,1,20]", "window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f, feature_group_count=20", "f32[2,9,9,20]"),
+    ("lanes", "f32[2,9,8,16]", "f32[3,3,16,1]", "window={size=3x3 stride=2x1 pad=-1_2x2_0 rhs_reversal=1x1}, dim_labels=b01f_01oi->b01f, feature_group_count=16", "f32[2,4,8,16]"),
+    ("lanes", "f32[1,5,5,8]", "f32[2,2,1,8]", "window={size=2x2 pad=1_1x1_1 lhs_dilate=2x2 rhs_dilate=1x2}, dim_labels=b01f_01io->b01f, feature_group_count=8", "f32[1,10,9,8]"),
+    ("lanes", "f64[3,7,7,17]", "f64[3,7,7,17]", "window={size=7x7 pad=1_1x1_1}, dim_labels=f01b_i01o->01bf, batch_group_count=17", "f64[3,3,1,17]"),
+    ("lanes", "f32[4,8,8,16]", "f32[4,4,4,16]", "window={size=4x4 pad=1_0x1_0 rhs_dilate=2x2}, dim_labels=f01b_i01o->01bf, batch_group_count=16", "f32[3,3,1,16]"),
+])
+def test_convolution_fast_paths(path, x, w, attrs, out):
+    text = conv_module(x, w, attrs, out)
+    conv = hlo_opt.parse(text).entry.root
+    if path == "runs":
+        assert input_runs(conv) is not None and any(g.packed() for g in conv_gemms(conv))
+    else:
+        assert channelwise(conv) is not None and not one_gemm(conv)
+    check(text, rel=1e-5)
+
+
+def test_nhwc_convolution_input_runs():
+    """Per output position and tap row, the taps of the innermost spatial dim times the
+    input features are one run (3x64 elements) when there are no feature groups; the
+    features of one tap (16) with them; and nothing contiguous along K when the features
+    are not innermost."""
+    def runs(x, w, attrs, out):
+        return input_runs(hlo_opt.parse(conv_module(x, w, attrs, out)).entry.root)
+    assert runs("f32[1,8,8,64]", "f32[3,3,64,8]", "window={size=3x3 pad=1_1x1_1}, "
+                "dim_labels=b01f_01io->b01f", "f32[1,8,8,8]") == InputRuns((0,), 1, 192)
+    assert runs("f32[1,8,8,64]", "f32[3,3,16,8]", "window={size=3x3 pad=1_1x1_1}, "
+                "dim_labels=b01f_01io->b01f, feature_group_count=4", "f32[1,8,8,8]") == \
+        InputRuns((0, 1), None, 16)
+    assert runs("f32[1,8,8,64]", "f32[3,3,64,8]", "window={size=3x3 rhs_dilate=1x2}, "
+                "dim_labels=b01f_01io->b01f", "f32[1,6,4,8]") == InputRuns((0, 1), None, 64)
+    assert runs("f32[1,64,8,8]", "f32[8,64,3,3]", "window={size=3x3 pad=1_1x1_1}, "
+                "dim_labels=bf01_oi01->bf01", "f32[1,8,8,8]") == InputRuns((0, 1), None, 64, 64)
+    text = conv_module("f32[2,8,8,64]", "f32[3,3,64,8]", "window={size=3x3 pad=1_1x1_1}, "
+                       "dim_labels=b01f_01io->b01f", "f32[2,8,8,8]")
+    [kernel] = hlo_opt.compile(text).kernels.values()
+    assert "llvm.masked.load.v16f32" in kernel.ir      # the runs, 16 lanes at a time
+
+
+def test_base_dilated_convolution_skips_dilation_holes():
+    """With lhs_dilate=2x2 (an input gradient of a stride-2 convolution), each of the four
+    output phases meets the input under its own taps only: 2x2, 2x1, 1x2 and 1x1 of the
+    3x3 window, as four GEMMs over the undilated input."""
+    text = conv_module("f32[2,8,8,32]", "f32[3,3,32,16]", "window={size=3x3 pad=1_2x1_2 "
+                       "lhs_dilate=2x2}, dim_labels=b01f_01io->b01f", "f32[2,16,16,16]")
+    conv = hlo_opt.parse(text).entry.root
+    gemms = conv_gemms(conv)
+    assert sorted((g.m, g.k) for g in gemms) == [(128, 32), (128, 64), (128, 64), (128, 128)]
+    assert not one_gemm(conv)
+    check(text, rel=1e-5)
+
+
+def test_depthwise_convolution_with_fused_reversed_kernel():
+    """The kernel's reverse is computed inline (dot_operands) in the vector loop: one
+    kernel."""
+    text = module("""
+        x = f32[2,8,8,24] parameter(0)
+        w = f32[3,3,24,1] parameter(1)
+        r = f32[3,3,24,1] reverse(w), dimensions={0,1}
+        ROOT c = f32[2,8,8,24] convolution(x, r), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01oi->b01f, feature_group_count=24""")
+    assert channelwise(hlo_opt.parse(text).entry.root) is not None
+    assert len(hlo_opt.compile(text).kernels) == 1
+    check(text, rel=1e-5)
 
 
 # ---------------------------------------------------------------------------- reduce
