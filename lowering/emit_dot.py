@@ -5,13 +5,19 @@ and B, so general dimension numbers, batch dimensions, fused transposes/converts
 implicit im2col of a convolution all reduce to index arithmetic inside packing.
 
 Loop structure (BLIS-style; sizes in targets/cpu_facts.py): the output is cut into tasks of
-MC x NC (times batch), which threads split. A task walks K in blocks of KC; per block it packs
-A into MR-row panels and B into NR-column panels (zero-padded, converted to the accumulation
-type), then runs the micro-kernel for each MR x NR tile of C: MR x NR/W vector accumulators
-in registers, one broadcast of A and NR/W vector loads of B per k, fused multiply-adds.
-Accumulation is in f32 for f32/bf16/f16 (rounded once at the end) and f64 for f64.
+(batch, column block, row part), which threads split (`Gemm.split`). A task walks K in
+blocks of KC; per block it packs its block of B into NR-column panels once, then, MC rows at
+a time, A into MR-row panels (zero-padded, converted to the accumulation type), and runs the
+micro-kernel for each MR x NR tile of C: MR x NR/W vector accumulators in registers, one
+broadcast of A and NR/W vector loads of B per k, fused multiply-adds. Accumulation is in f32
+for f32/bf16/f16 and f64 for f64; partial sums over K blocks stay in C when C has that type.
 Integer, pred and complex contractions, tiny ones and matrix-vector products use a plain
 loop per output element instead.
+
+Each element is finished once, when its final sum is written (`finish`): rounded to the
+GEMM's type and, for a phase whose root is the GEMM's epilogue (phases.Phase.gemm: bias,
+activation, convert, residual add), that root computed there by the elemental generator
+with the GEMM's value bound, as oneDNN's post-ops do: one pass, no stored product.
 """
 from __future__ import annotations
 

@@ -296,26 +296,34 @@ ENTRY e {{
     assert_outputs_match(ours, want, case)
 
 
-def test_a_convolution_applies_its_bias_and_relu_as_it_writes_its_tiles():
-    """Convolutions are GEMMs too: bias and relu join its one phase."""
+@pytest.mark.parametrize("x, w, labels, out, feature, stored", [
+    ("[2,12,12,8]", "[3,3,8,24]", "b01f_01io->b01f", "[2,12,12,24]", 3, "f32"),
+    # features not minor: C is written with a stride; K = 3*3*32 spans two K blocks
+    ("[2,32,10,10]", "[24,32,3,3]", "bf01_oi01->bf01", "[2,24,10,10]", 1, "f32"),
+    ("[2,32,10,10]", "[24,32,3,3]", "bf01_oi01->bf01", "[2,24,10,10]", 1, "bf16"),
+])
+def test_a_convolution_applies_its_bias_and_relu_as_it_writes_its_tiles(x, w, labels, out,
+                                                                        feature, stored):
+    """Convolutions are GEMMs too: bias, relu and a convert join their one phase."""
     from hlo_opt.lowering.fallback import why_not
     from hlo_opt.lowering.phases import split
-    text = """HloModule conv_bias_relu
-ENTRY e {
-  x = f32[2,12,12,8] parameter(0)
-  w = f32[3,3,8,24] parameter(1)
+    text = f"""HloModule conv_bias_relu
+ENTRY e {{
+  x = f32{x} parameter(0)
+  w = f32{w} parameter(1)
   b = f32[24] parameter(2)
-  c = f32[2,12,12,24] convolution(x, w), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f
-  bb = f32[2,12,12,24] broadcast(b), dimensions={3}
-  a = f32[2,12,12,24] add(c, bb)
+  c = f32{out} convolution(x, w), window={{size=3x3 pad=1_1x1_1}}, dim_labels={labels}
+  bb = f32{out} broadcast(b), dimensions={{{feature}}}
+  a = f32{out} add(c, bb)
   z = f32[] constant(0)
-  zb = f32[2,12,12,24] broadcast(z), dimensions={}
-  ROOT r = f32[2,12,12,24] maximum(a, zb)
-}
+  zb = f32{out} broadcast(z), dimensions={{}}
+  r = f32{out} maximum(a, zb)
+  ROOT o = {stored}{out} convert(r)
+}}
 """
     module = hlo_opt.parse(text)
     assert [(p.root.opcode, p.hero.opcode) for p in split(module.entry, why_not,
                                                            epilogues=True)] == \
-        [("maximum", "convolution")]
+        [("convert", "convolution")]
     ours, want = run_both(module, random_inputs(module, seed=4))
-    assert_outputs_match(ours, want, "conv bias relu")
+    assert_outputs_match(ours, want, f"conv bias relu {labels} {stored}")
