@@ -273,6 +273,57 @@ EPILOGUE_CASES = {
 }
 
 
+# Epilogues over other contractions (the whole module written out, dot named d).
+EPILOGUE_MODULES = {
+    # two products added: one is the epilogue's GEMM, the other stored and read
+    "two_dots": ("""
+  x = f32[64,40] parameter(0)
+  w = f32[40,48] parameter(1)
+  v = f32[40,48] parameter(2)
+  d1 = f32[64,48] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  d = f32[64,48] dot(x, v), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT o = f32[64,48] add(d1, d)""", [("dot", "dot"), ("add", "dot")]),
+    # batch and two free dims a side: the bias is read at the output's coordinates
+    "batched": ("""
+  x = f32[3,5,7,40] parameter(0)
+  w = f32[3,40,6,9] parameter(1)
+  b = f32[7,9] parameter(2)
+  d = f32[3,5,7,6,9] dot(x, w), lhs_batch_dims={0}, lhs_contracting_dims={3}, rhs_batch_dims={0}, rhs_contracting_dims={1}
+  bb = f32[3,5,7,6,9] broadcast(b), dimensions={2,4}
+  ROOT o = f32[3,5,7,6,9] multiply(d, bb)""", [("multiply", "dot")]),
+    "f64": ("""
+  x = f64[70,300] parameter(0)
+  w = f64[300,50] parameter(1)
+  d = f64[70,50] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT o = f64[70,50] exponential(d)""", [("exponential", "dot")]),
+    # a bf16 product: rounded once to bf16, then the epilogue's tanh on it
+    "bf16_product": ("""
+  x = bf16[100,300] parameter(0)
+  w = bf16[300,70] parameter(1)
+  d = bf16[100,70] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT o = bf16[100,70] tanh(d)""", [("tanh", "dot")]),
+    # integers: the plain loop per element applies it
+    "s32": ("""
+  x = s32[20,30] parameter(0)
+  w = s32[30,10] parameter(1)
+  d = s32[20,10] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT o = s32[20,10] negate(d)""", [("negate", "dot")]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(EPILOGUE_MODULES))
+def test_epilogues_of_batched_wide_and_narrow_contractions(case):
+    """(root, hero) of each phase, and the interpreter's answer."""
+    from hlo_opt.lowering.fallback import why_not
+    from hlo_opt.lowering.phases import split
+    body, want_phases = EPILOGUE_MODULES[case]
+    module = hlo_opt.parse(f"HloModule {case}\nENTRY e {{{body}\n}}\n")
+    assert [(p.root.opcode, p.hero.opcode)
+            for p in split(module.entry, why_not, epilogues=True)] == want_phases
+    ours, want = run_both(module, random_inputs(module, seed=5))
+    assert_outputs_match(ours, want, case)
+
+
 @pytest.mark.parametrize("case", sorted(EPILOGUE_CASES))
 def test_a_gemm_takes_the_loop_reading_its_product_at_its_own_position(case):
     """Which (root, hero) phases a dot and its consumers form: a consumer chain reading the
