@@ -83,15 +83,16 @@ class Gemm:
     def blocks(self):
         """(MR, NR, lanes, MC, NC, KC): the micro-tile, the rows of A packed at once (at
         most a row part's), the columns of a column block (balanced: `split`) and the
-        depth of a K block (balanced; the B micro-panel, KC x NR, fills about half of L1,
-        where it stays while the micro-kernel walks the A panels of MC rows)."""
+        depth of a K block (balanced; deep enough that rewriting C per K block is cheap:
+        cpu_facts.GEMM_L2_SHARE)."""
         mr, nr, lanes = cpu_facts.gemm_tile(self.acc.bits)
         col_blocks, row_parts = self.split()
         nc = _round_up(-(-self.n // col_blocks), nr)
         mc = min(max(cpu_facts.GEMM_MC // mr, 1) * mr, _round_up(-(-self.m // row_parts), mr))
         kc = self.k
         if self.accumulates_in_place():
-            depth = max(8, cpu_facts.l1_data_bytes() // 2 // (nr * self.acc.nbytes) // 8 * 8)
+            block = cpu_facts.GEMM_L2_SHARE * cpu_facts.cache_bytes(2)
+            depth = max(8, int(block) // (cpu_facts.GEMM_NC * self.acc.nbytes) // 8 * 8)
             kc = _round_up(-(-self.k // -(-self.k // depth)), 8)
         return mr, nr, lanes, mc, nc, kc
 

@@ -223,7 +223,7 @@ ENTRY e {{
 
 @pytest.mark.parametrize("m, k, n, out", [
     (40, 72, 56, "f32"),        # one K block, one tile column edge
-    (37, 600, 61, "f32"),       # ragged M, N and K: partial sums kept over three K blocks
+    (37, 600, 61, "f32"),       # ragged M, N and K: partial sums kept over seven K blocks
     (37, 300, 61, "bf16"),      # rounded to bf16 once, in the epilogue
     (5, 3, 7, "f32"),           # too small to pack: the plain loop applies it per element
     (390, 270, 200, "f32"),     # worth threading
@@ -233,12 +233,14 @@ def test_a_dense_layer_is_one_threaded_gemm_phase_applying_its_epilogue(m, k, n,
                                                                         monkeypatch):
     """dot + bias + gelu (+ convert) is one kernel of one phase: the GEMM computes the
     gelu per element as it writes its final tiles, so no temporary holds the product, and
-    the phase is split across threads like any GEMM. Equal to the interpreter."""
+    the phase is split across threads like any GEMM. Equal to the interpreter. (A 256 KiB
+    L2 makes K blocks of 96.)"""
     from hlo_opt.lowering import jit
     from hlo_opt.lowering.fallback import why_not
     from hlo_opt.lowering.phases import split
     from hlo_opt.targets import cpu_facts
     monkeypatch.setattr(cpu_facts, "threads", lambda: 4)
+    monkeypatch.setattr(cpu_facts, "cache_bytes", lambda level: 256 * 1024)
     text = DENSE_GELU.format(m=m, k=k, n=n, out=out)
     exe = hlo_opt.compile(text)
     assert exe.stats["kernel_calls"] == 1
@@ -349,15 +351,19 @@ ENTRY e {{
 
 @pytest.mark.parametrize("x, w, labels, out, feature, stored", [
     ("[2,12,12,8]", "[3,3,8,24]", "b01f_01io->b01f", "[2,12,12,24]", 3, "f32"),
-    # features not minor: C is written with a stride; K = 3*3*32 spans two K blocks
+    # features not minor: C is written with a stride; K = 3*3*32 spans three K blocks
     ("[2,32,10,10]", "[24,32,3,3]", "bf01_oi01->bf01", "[2,24,10,10]", 1, "f32"),
     ("[2,32,10,10]", "[24,32,3,3]", "bf01_oi01->bf01", "[2,24,10,10]", 1, "bf16"),
 ])
 def test_a_convolution_applies_its_bias_and_relu_as_it_writes_its_tiles(x, w, labels, out,
-                                                                        feature, stored):
-    """Convolutions are GEMMs too: bias, relu and a convert join their one phase."""
+                                                                        feature, stored,
+                                                                        monkeypatch):
+    """Convolutions are GEMMs too: bias, relu and a convert join their one phase. (A 256
+    KiB L2 makes K blocks of 96.)"""
     from hlo_opt.lowering.fallback import why_not
     from hlo_opt.lowering.phases import split
+    from hlo_opt.targets import cpu_facts
+    monkeypatch.setattr(cpu_facts, "cache_bytes", lambda level: 256 * 1024)
     text = f"""HloModule conv_bias_relu
 ENTRY e {{
   x = f32{x} parameter(0)
