@@ -5,18 +5,24 @@ and B, so general dimension numbers, batch dimensions, fused transposes/converts
 implicit im2col of a convolution all reduce to index arithmetic inside packing.
 
 Loop structure (BLIS-style; sizes in targets/cpu_facts.py): the output is cut into tasks of
-MC x NC (times batch), which threads split. A task walks K in blocks of KC; per block it packs
-A into MR-row panels and B into NR-column panels (zero-padded, converted to the accumulation
-type), then runs the micro-kernel for each MR x NR tile of C: MR x NR/W vector accumulators
-in registers, one broadcast of A and NR/W vector loads of B per k, fused multiply-adds.
-Accumulation is in f32 for f32/bf16/f16 (rounded once at the end) and f64 for f64.
+(batch, column block, row part), which threads split (`Gemm.split`). A task walks K in
+blocks of KC; per block it packs its block of B into NR-column panels once, then, MC rows at
+a time, A into MR-row panels (zero-padded, converted to the accumulation type), and runs the
+micro-kernel for each MR x NR tile of C: MR x NR/W vector accumulators in registers, one
+broadcast of A and NR/W vector loads of B per k, fused multiply-adds. Accumulation is in f32
+for f32/bf16/f16 and f64 for f64; partial sums over K blocks stay in C when C has that type.
 Integer, pred and complex contractions, tiny ones and matrix-vector products use a plain
 loop per output element instead.
+
+Each element is finished once, when its final sum is written (`finish`): rounded to the
+GEMM's type and, for a phase whose root is the GEMM's epilogue (phases.Phase.gemm: bias,
+activation, convert, residual add), that root computed there by the elemental generator
+with the GEMM's value bound, as oneDNN's post-ops do: one pass, no stored product.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 from llvmlite import ir
@@ -48,6 +54,11 @@ class Gemm:
     out_type: ElemType
     c_ld: int | None = None      # elements from C[b, m, 0] to C[b, m + 1, 0] if uniform
                                  # (and c_stride == 1): tiles are written in place
+    c_index: Callable | None = None   # (builder, b, m, n) -> coordinates of C[b, m, n]
+                                      # (else they come from its linear position)
+    epilogue: tuple | None = None     # (the dot or convolution, the root of its epilogue)
+    a_k_minor: bool = True            # whether A's elements are contiguous along K
+    b_k_minor: bool = False           # and B's (packing reads along that direction)
     a_packer: Callable | None = None  # (gen) -> pack(b, m0, mcur, p0, kcur, dst, MR) writing
                                  # the A panels _pack would, faster; None: a_value
 
@@ -57,32 +68,66 @@ class Gemm:
         return elem(accumulation_type(self.a_type.dtype, self.b_type.dtype,
                                       self.out_type.dtype).name)
 
+    @property
+    def store_type(self) -> ElemType:
+        """The type of what is stored: the epilogue's root's, else the GEMM's own."""
+        return elem(self.epilogue[1].shape.element_type) if self.epilogue else self.out_type
+
+    def accumulates_in_place(self) -> bool:
+        """Partial sums over K blocks are kept in the destination (it has the accumulation
+        type); otherwise K is one block and each tile is final when first written."""
+        return self.acc.name == self.store_type.name
+
     def packed(self) -> bool:
         return self.acc.name in ("f32", "f64") and self.k > 0 and self.n > 1 and \
             self.m * self.n * self.k >= 4096
 
     def blocks(self):
-        lanes = cpu_facts.PREFERRED_VECTOR_BITS // self.acc.bits
-        mr, nr = cpu_facts.GEMM_MR, cpu_facts.GEMM_NR_VECTORS * lanes
-        mc = min(cpu_facts.GEMM_MC, -(-self.m // mr) * mr)
-        nc = min(cpu_facts.GEMM_NC, -(-self.n // nr) * nr)
-        kc = self.k if self.acc.name != self.out_type.name else min(cpu_facts.GEMM_KC, self.k)
+        """(MR, NR, lanes, MC, NC, KC): the micro-tile, the rows of A packed at once (at
+        most a row part's), the columns of a column block (balanced: `split`) and the
+        depth of a K block (balanced; deep enough that rewriting C per K block is cheap:
+        cpu_facts.GEMM_L2_SHARE)."""
+        mr, nr, lanes = cpu_facts.gemm_tile(self.acc.bits)
+        col_blocks, row_parts = self.split()
+        nc = _round_up(-(-self.n // col_blocks), nr)
+        mc = min(max(cpu_facts.GEMM_MC // mr, 1) * mr, _round_up(-(-self.m // row_parts), mr))
+        kc = self.k
+        if self.accumulates_in_place():
+            block = cpu_facts.GEMM_L2_SHARE * cpu_facts.cache_bytes(2)
+            depth = max(8, int(block) // (cpu_facts.GEMM_NC * self.acc.nbytes) // 8 * 8)
+            kc = _round_up(-(-self.k // -(-self.k // depth)), 8)
         return mr, nr, lanes, mc, nc, kc
+
+    def split(self) -> tuple[int, int]:
+        """(column blocks, row parts) the tasks cut C into. Column blocks are at most
+        GEMM_NC wide; a kernel that runs on threads takes more of them when the batch times
+        the blocks would not share evenly, so that each thread packs only its own columns of
+        B, while blocks stay GEMM_MIN_SPLIT_COLS wide; else its rows are cut in as many
+        parts as threads (each part packs its block of B once per K block)."""
+        cols = -(-self.n // cpu_facts.GEMM_NC)
+        threads = cpu_facts.threads()
+        tasks = self.batch * cols
+        if threads == 1 or self.work() < cpu_facts.PARALLEL_MIN_WORK or \
+                tasks % threads == 0 or tasks >= 4 * threads:
+            return cols, 1
+        step = threads // math.gcd(self.batch, threads)
+        wider = _round_up(cols, step)
+        if self.n >= wider * cpu_facts.GEMM_MIN_SPLIT_COLS:
+            return wider, 1
+        return cols, min(threads, -(-self.m // cpu_facts.gemm_tile(self.acc.bits)[0]))
+
+    def grid(self) -> tuple[int, int, int]:
+        """(column blocks, row parts, rows per part) of the tasks."""
+        _, _, _, _, nc, _ = self.blocks()
+        _, parts = self.split()
+        rows = _round_up(-(-self.m // parts), cpu_facts.gemm_tile(self.acc.bits)[0])
+        return -(-self.n // nc), -(-self.m // rows), rows
 
     def tasks(self) -> int:
         if not self.packed():
             return self.batch * self.m * self.n
-        _, _, _, mc, nc, _ = self.blocks()
-        rows = -(-self.m // mc) if self.split_rows() else 1
-        return self.batch * rows * -(-self.n // nc)
-
-    def split_rows(self) -> bool:
-        """Whether tasks also split the rows: only for a kernel that will run on threads
-        and has fewer (batch, column block) tasks than threads to go round."""
-        _, _, _, mc, nc, _ = self.blocks()
-        threads = cpu_facts.threads()
-        return self.work() >= cpu_facts.PARALLEL_MIN_WORK and threads > 1 and \
-            self.batch * -(-self.n // nc) < 2 * threads
+        cols, parts, _ = self.grid()
+        return self.batch * cols * parts
 
     def scratch(self) -> int:
         if not self.packed():
@@ -93,6 +138,10 @@ class Gemm:
     def work(self) -> float:
         flops = 2.0 * self.batch * self.m * self.n * max(self.k, 1)
         return flops / (cpu_facts.GEMM_FLOPS_PER_WORK if self.packed() else 4)
+
+
+def _round_up(x: int, step: int) -> int:
+    return -(-x // step) * step
 
 
 def emit_gemm(kb, g: Gemm, out, lo, hi) -> None:
@@ -142,10 +191,27 @@ def _emit_simple(kb, g: Gemm, out, lo, hi) -> None:
             y = convert(b, g.b_value(gen, bi, k, n), g.b_type, acc_t)
             _put(b, slot, multiply_add(b, _get(b, slot, acc_t), x, y, acc_t))
             gen.pop_scope()
-        value = convert(b, _get(b, slot, acc_t), acc_t, g.out_type)
         index = b.add(g.c_row(b, bi, m), b.mul(n, I64(g.c_stride)))
-        store(b, value, out.ptr, out.et, index)
+        store(b, finish(gen, g, _get(b, slot, acc_t), bi, m, n, index), out.ptr, out.et, index)
         gen.pop_scope()
+
+
+def finish(gen: Elemental, g: Gemm, x, bi, m, n, at):
+    """The value stored for C[bi, m, n] (at linear position `at`) from its final sum `x`:
+    rounded once to the GEMM's type and, with an epilogue, the epilogue's root computed
+    there from it (the elemental generator, with the GEMM's value bound)."""
+    b = gen.b
+    v = convert(b, x, g.acc, g.out_type)
+    if g.epilogue is None:
+        return v
+    op, root = g.epilogue
+    gen.push_scope()
+    gen.bindings[id(op)] = v
+    coords = (lambda: g.c_index(b, bi, m, n)) if g.c_index else None
+    y = gen.value(root, Index(root.shape.dims, linear=at, make_values=coords))
+    del gen.bindings[id(op)]
+    gen.pop_scope()
+    return y
 
 
 def _put(b, slot, v):
@@ -177,15 +243,14 @@ def _min(b, x, y):
 
 
 def _emit_packed(kb, g: Gemm, out, lo, hi) -> None:
-    """Tasks are (batch, column block[, row block]): a task packs its B block once per K
-    block and reuses it for all its rows of A (row blocks split tasks only when a kernel
-    worth threading has too few column blocks to share)."""
+    """Tasks are (batch, column block, row part) (`Gemm.split`): a task packs its block of
+    B once per K block and reuses it for all its rows of A, MC at a time."""
     b = kb.b
     gen = kb.elemental()
     mr, nr, lanes, mc, nc, kc = g.blocks()
     acc = g.acc
-    n_mb, n_nb, n_kb = -(-g.m // mc), -(-g.n // nc), -(-g.k // kc)
-    m_tasks = n_mb if g.split_rows() else 1
+    n_nb, n_parts, part_rows = g.grid()
+    n_kb = -(-g.k // kc)
     per_thread = g.scratch()
     base = b.gep(kb.scratch, [b.mul(kb.slot, I64(per_thread))], inbounds=True,
                  source_etype=ir.IntType(8))
@@ -193,27 +258,30 @@ def _emit_packed(kb, g: Gemm, out, lo, hi) -> None:
     b_pack = b.gep(base, [I64(mc * kc)], inbounds=True, source_etype=acc.compute)
     pack_a = g.a_packer(gen) if g.a_packer else None
     with for_range(b, lo, hi, "task", vectorize=False) as t:
-        mt = b.urem(t, I64(m_tasks))
-        rest = b.udiv(t, I64(m_tasks))
+        part = b.urem(t, I64(n_parts))
+        rest = b.udiv(t, I64(n_parts))
         nb, bi = b.urem(rest, I64(n_nb)), b.udiv(rest, I64(n_nb))
         n0 = b.mul(nb, I64(nc))
         ncur = _min(b, I64(nc), b.sub(I64(g.n), n0))
         n_panels = b.udiv(b.add(ncur, I64(nr - 1)), I64(nr))
-        mb_lo = mt if m_tasks > 1 else I64(0)
-        mb_hi = b.add(mt, I64(1)) if m_tasks > 1 else I64(n_mb)
+        row_lo = b.mul(part, I64(part_rows))
+        row_hi = _min(b, b.add(row_lo, I64(part_rows)), I64(g.m))
+        n_mb = b.udiv(b.add(b.sub(row_hi, row_lo), I64(mc - 1)), I64(mc))
         with for_range(b, 0, n_kb, "kb", vectorize=False) as q:
             p0 = b.mul(q, I64(kc))
             kcur = _min(b, I64(kc), b.sub(I64(g.k), p0))
             first = I1(1) if n_kb == 1 else b.icmp_signed("==", q, I64(0))
-            _pack(gen, g.b_value, g.b_type, acc, b_pack, bi, n0, ncur, p0, kcur, nr, rows_first=False)
-            with for_range(b, mb_lo, mb_hi, "mb", vectorize=False) as mb:
-                m0 = b.mul(mb, I64(mc))
-                mcur = _min(b, I64(mc), b.sub(I64(g.m), m0))
+            last = None if n_kb == 1 else b.icmp_signed("==", q, I64(n_kb - 1))
+            _pack(gen, g.b_value, g.b_type, acc, b_pack, bi, n0, ncur, p0, kcur, nr,
+                  rows_first=False, k_minor=g.b_k_minor)
+            with for_range(b, 0, n_mb, "mb", vectorize=False) as mb:
+                m0 = b.add(row_lo, b.mul(mb, I64(mc)))
+                mcur = _min(b, I64(mc), b.sub(row_hi, m0))
                 if pack_a:
                     pack_a(bi, m0, mcur, p0, kcur, a_pack, mr)
                 else:
                     _pack(gen, g.a_value, g.a_type, acc, a_pack, bi, m0, mcur, p0, kcur, mr,
-                          rows_first=True)
+                          rows_first=True, k_minor=g.a_k_minor)
                 m_panels = b.udiv(b.add(mcur, I64(mr - 1)), I64(mr))
                 with for_range(b, 0, n_panels, "jp", vectorize=False) as jp:
                     with for_range(b, 0, m_panels, "ip", vectorize=False) as ip:
@@ -223,56 +291,108 @@ def _emit_packed(kb, g: Gemm, out, lo, hi) -> None:
                                    source_etype=acc.compute)
                         rows = _min(b, I64(mr), b.sub(mcur, b.mul(ip, I64(mr))))
                         cols = _min(b, I64(nr), b.sub(ncur, b.mul(jp, I64(nr))))
-                        _micro(kb, g, out, ap, bp, kcur, bi, b.add(m0, b.mul(ip, I64(mr))),
-                               b.add(n0, b.mul(jp, I64(nr))), rows, cols, first)
+                        _micro(gen, g, out, ap, bp, kcur, bi, b.add(m0, b.mul(ip, I64(mr))),
+                               b.add(n0, b.mul(jp, I64(nr))), rows, cols, first, last)
 
 
-def _pack(gen: Elemental, value, vtype, acc, dst, bi, start, count, p0, kcur, width, rows_first):
+def _pack(gen: Elemental, value, vtype, acc, dst, bi, start, count, p0, kcur, width, rows_first,
+          k_minor):
     """Copy a count x kcur block (rows of A, or columns of B) into panels of `width`:
-    dst[(panel*kcur + p)*width + j], converted to the accumulation type, zero-padded."""
+    dst[(panel*kcur + p)*width + j], converted to the accumulation type, zero-padded. The
+    loops follow the operand's contiguous direction (`k_minor`: along K, innermost; else
+    along the block, one K row across every panel at a time), so reads stream through
+    memory instead of striding a row apart per element."""
     b = gen.b
     panels = b.udiv(b.add(count, I64(width - 1)), I64(width))
-    with for_range(b, 0, panels, "pk", vectorize=False) as panel:
-        valid = _min(b, I64(width), b.sub(count, b.mul(panel, I64(width))))
+
+    def valid(panel):
+        return _min(b, I64(width), b.sub(count, b.mul(panel, I64(width))))
+
+    def put(panel, p, j):
+        gen.push_scope()
+        idx = b.add(start, b.add(b.mul(panel, I64(width)), j))
+        k = b.add(p0, p)
+        v = value(gen, bi, idx, k) if rows_first else value(gen, bi, k, idx)
+        b.store(convert(b, v, vtype, acc), _packed_at(b, dst, acc, kcur, width, panel, p, j))
+        gen.pop_scope()
+
+    if k_minor:
+        with for_range(b, 0, panels, "pk", vectorize=False) as panel:
+            with for_range(b, 0, valid(panel), "pj", vectorize=False) as j:
+                with for_range(b, 0, kcur, "pp") as p:
+                    put(panel, p, j)
+    else:
         with for_range(b, 0, kcur, "pp", vectorize=False) as p:
-            row = b.mul(b.add(b.mul(panel, kcur), p), I64(width))
-            with for_range(b, 0, valid, "pj") as j:
-                gen.push_scope()
-                idx = b.add(start, b.add(b.mul(panel, I64(width)), j))
-                k = b.add(p0, p)
-                v = value(gen, bi, idx, k) if rows_first else value(gen, bi, k, idx)
-                b.store(convert(b, v, vtype, acc),
-                        b.gep(dst, [b.add(row, j)], inbounds=True, source_etype=acc.compute))
-                gen.pop_scope()
-            with for_range(b, valid, width, "pz") as j:
-                b.store(acc.compute(0.0), b.gep(dst, [b.add(row, j)], inbounds=True,
-                                                source_etype=acc.compute))
+            with for_range(b, 0, panels, "pk", vectorize=False) as panel:
+                with for_range(b, 0, valid(panel), "pj") as j:
+                    put(panel, p, j)
+    last = b.sub(panels, I64(1))                     # only the last panel can be partial
+    with b.if_then(b.icmp_signed(">", panels, I64(0))):
+        with for_range(b, 0, kcur, "pz", vectorize=False) as p:
+            with for_range(b, valid(last), width, "pzj") as j:
+                b.store(acc.compute(0.0), _packed_at(b, dst, acc, kcur, width, last, p, j))
 
 
-def _micro(kb, g: Gemm, out, ap, bp, kcur, bi, m0, n0, rows, cols, first) -> None:
+def _packed_at(b, dst, acc, kcur, width, panel, p, j):
+    return b.gep(dst, [b.add(b.mul(b.add(b.mul(panel, kcur), p), I64(width)), j)],
+                 inbounds=True, source_etype=acc.compute)
+
+
+def _micro(gen: Elemental, g: Gemm, out, ap, bp, kcur, bi, m0, n0, rows, cols, first,
+           last) -> None:
     """One MR x NR tile of C: the shared micro-kernel writes it straight into C when C has
-    the accumulation type and uniform rows, else into a stack tile that is then converted
-    (and scattered, for a strided C) element by element."""
-    b = kb.b
+    the accumulation type and uniform rows, else into a stack tile that is then added,
+    converted and scattered element by element. On the last K block (`last`; None when
+    there is one) every element is finished (`finish`: rounded, the epilogue applied)."""
+    b = gen.b
     mr, nr, _, _, _, _ = g.blocks()
     fn = declare(b.module, micro_kernel(g.acc), VOID, [PTR, PTR, I64, PTR, I64, I64, I64, I1])
-    if g.acc.name == g.out_type.name and g.c_ld is not None:
+    if g.accumulates_in_place() and g.c_ld is not None:
         c = b.gep(out.ptr, [b.add(g.c_row(b, bi, m0), n0)], inbounds=True,
                   source_etype=out.et.storage)
         b.call(fn, [ap, bp, kcur, c, I64(g.c_ld), rows, cols, first])
+        if g.epilogue:                    # finish the final sums where they lie
+            _when_last(b, last, lambda finishing: _write_tile(
+                gen, g, out, bi, m0, n0, rows, cols, True,
+                lambda i, j, at: load(b, out.ptr, out.et, at)) if finishing else None)
         return
-    gen = Elemental(b)
     tile = opaque(b, gen.alloca(ir.ArrayType(g.acc.compute, mr * nr)))
     b.call(fn, [ap, bp, kcur, tile, I64(nr), I64(mr), I64(nr), I1(1)])
+
+    def summed(i, j, at):
+        x = b.load(b.gep(tile, [b.add(b.mul(i, I64(nr)), j)], inbounds=True,
+                         source_etype=g.acc.compute), typ=g.acc.compute)
+        if g.accumulates_in_place():
+            x = b.select(first, x, b.fadd(load(b, out.ptr, out.et, at), x))
+        return x
+    _when_last(b, last, lambda finishing: _write_tile(gen, g, out, bi, m0, n0, rows, cols,
+                                                      finishing, summed))
+
+
+def _when_last(b, last, write) -> None:
+    """write(True) on the last K block, write(False) on the others."""
+    if last is None:
+        write(True)
+        return
+    with b.if_else(last) as (final, partial):
+        with final:
+            write(True)
+        with partial:
+            write(False)
+
+
+def _write_tile(gen: Elemental, g: Gemm, out, bi, m0, n0, rows, cols, finishing, value):
+    """Store value(i, j, at) (an accumulation-type sum) for each element of a rows x cols
+    tile of C at (m0, n0); finished (`finish`) when `finishing`."""
+    b = gen.b
     with for_range(b, 0, rows, "ti", vectorize=False) as i:
-        row_base = g.c_row(b, bi, b.add(m0, i))
+        m = b.add(m0, i)
+        row_base = g.c_row(b, bi, m)
         with for_range(b, 0, cols, "tj") as j:
-            x = b.load(b.gep(tile, [b.add(b.mul(i, I64(nr)), j)], inbounds=True,
-                             source_etype=g.acc.compute), typ=g.acc.compute)
-            index = b.add(row_base, b.mul(b.add(n0, j), I64(g.c_stride)))
-            if g.acc.name == g.out_type.name:
-                x = b.select(first, x, b.fadd(load(b, out.ptr, out.et, index), x))
-            store(b, convert(b, x, g.acc, g.out_type), out.ptr, out.et, index)
+            n = b.add(n0, j)
+            at = b.add(row_base, b.mul(n, I64(g.c_stride)))
+            x = value(i, j, at)
+            store(b, finish(gen, g, x, bi, m, n, at) if finishing else x, out.ptr, out.et, at)
 
 
 def micro_kernel(acc: ElemType) -> str:
@@ -284,8 +404,7 @@ def micro_kernel(acc: ElemType) -> str:
     C[i, j] (= or +=, per `first`) sum_p A[p*MR + i] * B[p*NR + j] for i < rows, j < cols:
     MR x NR/W vector accumulators, per p one broadcast of A per row and NR/W vector loads of
     B, fused multiply-adds; full tiles store whole vectors."""
-    lanes = cpu_facts.PREFERRED_VECTOR_BITS // acc.bits
-    mr, nr = cpu_facts.GEMM_MR, cpu_facts.GEMM_NR_VECTORS * lanes
+    mr, nr, lanes = cpu_facts.gemm_tile(acc.bits)
     name = f"gemm_micro_{acc.name}_{mr}x{nr}"
     mod = jit.new_module(name)
     fn = ir.Function(mod, ir.FunctionType(VOID, [PTR, PTR, I64, PTR, I64, I64, I64, I1]), name)
@@ -359,20 +478,32 @@ def dot_gemm(inst) -> Gemm:
             return gen.value(operand, Index(dims, values=xs))
         return value
 
+    def c_index(bld, bi, mi, ni):
+        """The output's dimensions are the batch, then lhs free, then rhs free ones."""
+        return [x for v, dims in ((bi, [ld[d] for d in lb]), (mi, [ld[d] for d in lf]),
+                                  (ni, [rd[d] for d in rf])) for x in delinearize(bld, v, dims)]
+
     return Gemm(batch, m, n, k, elem(lhs.shape.element_type), elem(rhs.shape.element_type),
                 reader(lhs, lb, lf, lc, True), reader(rhs, rb, rf, rc, False),
                 lambda bld, bi, mi: bld.mul(bld.add(bld.mul(bi, I64(m)), mi), I64(n)), 1,
-                elem(inst.shape.element_type), c_ld=n)
+                elem(inst.shape.element_type), c_ld=n, c_index=c_index,
+                a_k_minor=lhs.shape.rank - 1 in lc, b_k_minor=rhs.shape.rank - 1 in rc)
 
 
 def register_gemm(opcode: str, to_gemm: Callable) -> None:
-    """Lower `opcode` as the GEMM `to_gemm(inst)` describes."""
-    def plan(inst):
-        g = to_gemm(inst)
+    """Lower `opcode` as the GEMM `to_gemm(inst)` describes. A phase whose root is the
+    epilogue of such a GEMM (phases.Phase.gemm) is given as its root and `gemm`."""
+    def gemm_of(root, gemm):
+        if gemm is None:
+            return to_gemm(root)
+        return replace(to_gemm(gemm), epilogue=(gemm, root))
+
+    def plan(root, gemm=None):
+        g = gemm_of(root, gemm)
         return g.tasks(), g.work(), g.scratch()
 
-    def emit(kb, inst, dests, lo, hi):
-        emit_gemm(kb, to_gemm(inst), dests[0], lo, hi)
+    def emit(kb, root, dests, lo, hi, gemm=None):
+        emit_gemm(kb, gemm_of(root, gemm), dests[0], lo, hi)
 
     register_phase(opcode, emit, plan)
 

@@ -4,9 +4,10 @@ The computation's parameters (then its array constants) are input buffers, its r
 output buffers. Inside, phases.split cuts the computation into phases: each phase stores
 one instruction (an output, or a temporary a later phase reads, e.g. a reduce that a loop
 fusion broadcasts) and computes everything fused into it inline. The phase's emitter is
-chosen by its root (PHASES): reduce, dot, convolution, scatter, sort, top-k and
-select-and-scatter have loop structures of their own; everything else is a loop over the
-output's elements, and adjacent such phases over one index space share one loop.
+chosen by its hero (PHASES; its root, or the GEMM whose epilogue the root is): reduce, dot,
+convolution, scatter, sort, top-k and select-and-scatter have loop structures of their own;
+everything else is a loop over the output's elements, and adjacent such phases over one
+index space share one loop.
 
 Entry points, all `void`:
     NAME.impl(ptr noalias out..., ptr noalias in..., ptr temps..., ptr scratch,
@@ -78,7 +79,8 @@ class KernelBuilder:
         return Elemental(self.b, self.sources)
 
 
-# root opcode -> (emit(kb, root, dests, lo, hi), plan(root) -> (extent, work, scratch bytes))
+# hero opcode -> (emit(kb, root, dests, lo, hi), plan(root) -> (extent, work, scratch bytes));
+# a GEMM's also take `gemm=` when the root is its epilogue (phases.Phase.gemm)
 PHASES: dict[str, tuple] = {}
 
 
@@ -145,9 +147,9 @@ def emit_kernel(comp: Computation, name: str, key: str = "") -> KernelCode:
                 dests = [Source(next(temp_ptrs), s) for s in _leaves(root)]
             outs.append((root, dests))
         lo, hi = (begin, end) if single else (0, plan[0])
-        entry = PHASES.get(step[0].root.opcode)
+        entry = PHASES.get(step[0].hero.opcode)
         if entry:
-            entry[0](kb, outs[0][0], outs[0][1], lo, hi)
+            entry[0](kb, outs[0][0], outs[0][1], lo, hi, **_epilogue(step[0]))
         else:
             emit_loop(kb, [(root, dests, None) for root, dests in outs], lo, hi)
         for root, dests in outs:
@@ -172,15 +174,15 @@ def plan_steps(comp: Computation) -> tuple[list[Phase], list[list[Phase]], list[
     phases in order, adjacent loops over the same index space that do not read each other
     merged into one loop computing several outputs) and each step's plan (extent, work,
     scratch bytes)."""
-    groups = phases.split(comp, fallback.why_not)
+    groups = phases.split(comp, fallback.why_not, epilogues=True)
     for g in groups:
         if g.fallback:
             raise UnsupportedError(f"{g.root.opcode} in {comp.name}: {g.fallback}")
     steps: list[list[Phase]] = []
     for g in groups:
-        loop = g.root.opcode not in PHASES
+        loop = g.hero.opcode not in PHASES
         prev = steps[-1] if steps else None
-        if loop and prev and prev[0].root.opcode not in PHASES and \
+        if loop and prev and prev[0].hero.opcode not in PHASES and \
                 _dims(prev[0].root) == _dims(g.root) and \
                 not {id(i) for i in g.inputs()} & {id(p.root) for p in prev}:
             prev.append(g)
@@ -188,7 +190,7 @@ def plan_steps(comp: Computation) -> tuple[list[Phase], list[list[Phase]], list[
             steps.append([g])
     stored = {id(x) for x in comp.parameters + array_constants(comp)} | \
         {id(g.root) for g in groups}
-    return groups, steps, [_plan([g.root for g in step], stored) for step in steps]
+    return groups, steps, [_plan(step, stored) for step in steps]
 
 
 def threaded_steps(comp: Computation) -> list[list[Phase]] | None:
@@ -229,11 +231,18 @@ def _padded(n: int) -> int:
     return max(ALIGN, (n + ALIGN - 1) // ALIGN * ALIGN)
 
 
-def _plan(roots, stored):
-    entry = PHASES.get(roots[0].opcode)
+def _plan(step: list[Phase], stored):
+    entry = PHASES.get(step[0].hero.opcode)
     if entry:
-        return entry[1](roots[0])
+        return entry[1](step[0].root, **_epilogue(step[0]))
+    roots = [g.root for g in step]
     return plan_loop(roots, stored - {id(r) for r in roots})
+
+
+def _epilogue(g: Phase) -> dict:
+    """The extra argument of a GEMM phase's emitter and plan: the GEMM whose epilogue the
+    phase's root is (they are then given the root)."""
+    return {"gemm": g.gemm} if g.gemm else {}
 
 
 # --------------------------------------------------------------------- loop phases

@@ -17,7 +17,11 @@ kernel runs it, one loop structure at a time. Walking from the results towards t
   than once per element (through a broadcast, a window, ...), or one element at a time in
   order (a reduce with a reducer of several ops, such as an argmax), is stored instead: a
   loop phase computes it first, vectorized;
-* index-only producers (`ops.INDEX_ONLY`) that several phases read are duplicated into each.
+* index-only producers (`ops.INDEX_ONLY`) that several phases read are duplicated into each;
+* with `epilogues` (the CPU's kernels), a dot or convolution whose only readers are one loop
+  phase, all reading it at that phase's own index through elementwise ops, joins that phase
+  as its `gemm`: the GEMM computes the loop's root per element as it writes its final tiles
+  (its epilogue: bias, activation, convert, residual), so nothing is stored in between.
 
 A computation outside fusions is already cut into kernels: each of its instructions is a
 kernel of its own (`kernels`). Scalar constants are immediates of their users either way.
@@ -45,6 +49,12 @@ class Phase:
     members: list[Instruction] = field(default_factory=list)
     reads: dict[int, float] = field(default_factory=dict)
     fallback: str | None = None      # why the root cannot be lowered (run by the interpreter)
+    gemm: Instruction | None = None  # a dot/convolution member whose epilogue the root is
+
+    @property
+    def hero(self) -> Instruction:
+        """The member whose loop structure the phase runs."""
+        return self.gemm or self.root
 
     def inputs(self) -> list[Instruction]:
         return inputs_of([self])
@@ -77,13 +87,21 @@ def is_scalar_constant(inst: Instruction) -> bool:
     return inst.opcode == "constant" and not inst.shape.is_tuple and inst.shape.rank == 0
 
 
-def split(comp: Computation, lowerable: Lowerable) -> list[Phase]:
+def split(comp: Computation, lowerable: Lowerable, epilogues: bool = False) -> list[Phase]:
     """The phases of a fused computation (its parameters are the kernel's inputs), in an
     order where every phase's inputs come before it. `lowerable(inst)` says why an op cannot
-    be emitted (None if it can); such an op is a phase of its own, marked `fallback`."""
+    be emitted (None if it can); such an op is a phase of its own, marked `fallback`.
+    `epilogues`: a GEMM may take the loop that reads it as its epilogue (see above)."""
     policy = default_policy("cpu")
-    return _walk(comp, lowerable, lambda inst, users, owners:
-                 _inline_in(inst, comp, users, owners, policy))
+
+    def inline_in(inst, users, owners):
+        target = _inline_in(inst, comp, users, owners, policy)
+        if target is None and epilogues:
+            target = _epilogue_of(inst, comp, users, owners)
+            if target:
+                target[0].gemm = inst
+        return target
+    return _walk(comp, lowerable, inline_in)
 
 
 def kernels(comp: Computation, lowerable: Lowerable) -> list[Phase]:
@@ -134,13 +152,53 @@ def _inline_in(inst, comp, inst_users, owners, policy: FusionPolicy) -> list[Pha
         return None
     n_users = len({id(u) for u in inst_users})
     for p in phases.values():
-        if p.fallback or not (per_element(p.root.opcode) or
-                              policy.may_fuse(p.root, inst, n_users)):
+        hero = _deciding(p, inst_users)
+        if p.fallback or not (per_element(hero.opcode) or policy.may_fuse(hero, inst, n_users)):
             return None
         if inst.opcode in EXPENSIVE_PER_ELEMENT and (_reads(inst, p, inst_users) > 1.0
                                                     or _in_order(p.root)):
             return None
     return list(phases.values())
+
+
+GEMMS = ("dot", "convolution")
+
+
+def _epilogue_of(inst, comp, inst_users, owners) -> list[Phase] | None:
+    """[the loop phase whose root is computed from `inst`'s value at each of its positions,
+    elementwise], when `inst` is a GEMM that phase alone reads; else None."""
+    if inst.opcode not in GEMMS or inst is comp.root or inst.shape.is_tuple or not inst_users \
+            or any(id(u) not in owners for u in inst_users):
+        return None
+    phases = {id(p): p for u in inst_users for p in owners[id(u)]}
+    if len(phases) != 1:
+        return None
+    [p] = phases.values()
+    if p.fallback or p.gemm or not per_element(p.root.opcode) or p.root.shape.is_tuple:
+        return None
+    reading = {id(inst)}
+    for m in reversed(p.members):                      # producers before their users
+        if any(id(o) in reading for o in m.operands):
+            if not is_elementwise(m.opcode) or m.shape.dims != inst.shape.dims:
+                return None
+            reading.add(id(m))
+    return [p]
+
+
+def _deciding(p: Phase, inst_users) -> Instruction:
+    """Whose fusion declarations say whether `p` may compute a producer read by
+    `inst_users`: the GEMM's (`dot_operands`) when the producer feeds its operands, else
+    the root's."""
+    if p.gemm is None:
+        return p.root
+    side, members = {id(p.gemm)}, {id(m): m for m in p.members}
+    stack = [p.gemm]
+    while stack:
+        for o in stack.pop().operands:
+            if id(o) in members and id(o) not in side:
+                side.add(id(o))
+                stack.append(o)
+    return p.gemm if any(id(u) in side for u in inst_users) else p.root
 
 
 def _in_order(root: Instruction) -> bool:

@@ -11,13 +11,20 @@ import os
 # (tools/bench_cpu.py), and it is ignored on CPUs without AVX-512.
 PREFERRED_VECTOR_BITS = 512
 
-# Register-blocked GEMM micro-kernel (emit_dot.py): MR rows x NR columns of C kept in
-# registers. 6 x 2 vectors = 12 accumulators of the 32 vector registers AVX-512 has.
-GEMM_MR = 6
-GEMM_NR_VECTORS = 2
-GEMM_KC = 256            # depth of one packed panel: MR*KC and KC*NR floats stay in L1/L2
-GEMM_MC = 96             # rows of A packed at once (a multiple of GEMM_MR)
-GEMM_NC = 512            # columns of B packed at once: KC*NC floats (512 KiB) fit in L2
+# Register-blocked GEMM micro-kernel (emit_dot.py): MR rows x NR_VECTORS vectors of C kept
+# in registers, by the width of the target's vectors (vector_isa()). AVX-512: 12 x 2 = 24
+# accumulators of its 32 registers (measured 5% faster than 6 x 2 on one Sapphire Rapids
+# core: 183 vs 174 GFLOP/s on f32 1024x768x1024); 16 registers: 6 x 2 = 12.
+GEMM_TILES = {512: (12, 2), 256: (6, 2), 128: (6, 2)}
+GEMM_MC = 96             # rows of A packed at once (a multiple of GEMM_MR): MC x KC in L2
+GEMM_NC = 512            # columns of B packed at once: KC x NC stays in L2
+GEMM_MIN_SPLIT_COLS = 128   # narrowest column block made to give threads their own B
+# The depth KC of a K block: its KC x GEMM_NC block of packed B fills GEMM_L2_SHARE of L2
+# (cache_bytes(2)). Every K block reads and writes the task's whole C block again, so depth
+# pays where C is large: f32 2048x768x3072 on one Sapphire Rapids core (48 KiB L1, 2 MiB
+# L2) ran at 125 GFLOP/s with KC = 192 (the B micro-panel in half of L1), 149 with 384 and
+# 165 with 768 (this rule); 512x768x768 148 / 158 / 158; only a whole K of 4096 lost.
+GEMM_L2_SHARE = 0.75
 
 # A kernel whose estimated work is below this runs on one thread. Work is counted in
 # element-operations of a vectorized loop (~1 ns each here); a GEMM's flops count
@@ -62,6 +69,33 @@ def vector_isa() -> int:
     asm = tm.emit_assembly(llvm.parse_assembly(str(module)))
     width = 512 if "%zmm" in asm else 256 if "%ymm" in asm else 128
     return min(width, PREFERRED_VECTOR_BITS)
+
+
+def gemm_tile(acc_bits: int) -> tuple[int, int, int]:
+    """(MR, NR, lanes) of the GEMM micro-kernel for accumulators of `acc_bits`."""
+    width = vector_isa()
+    mr, vectors = GEMM_TILES[width]
+    lanes = width // acc_bits
+    return mr, vectors * lanes, lanes
+
+
+CACHE_FALLBACK = {1: 32 * 1024, 2: 1024 * 1024}
+
+
+@functools.lru_cache(maxsize=None)
+def cache_bytes(level: int) -> int:
+    """Size of one core's data cache of `level` (Linux sysfs; CACHE_FALLBACK where it
+    cannot be read)."""
+    root = "/sys/devices/system/cpu/cpu0/cache"
+    try:
+        for index in sorted(os.listdir(root)):
+            read = lambda name: open(f"{root}/{index}/{name}").read().strip()  # noqa: E731
+            if read("level") == str(level) and read("type") in ("Data", "Unified"):
+                size = read("size")
+                return int(size[:-1]) * 1024 if size.endswith("K") else int(size)
+    except (OSError, ValueError):
+        pass
+    return CACHE_FALLBACK[level]
 
 
 @functools.lru_cache(maxsize=None)

@@ -189,36 +189,198 @@ def test_a_gemm_reads_its_transposed_operand_while_packing():
     assert_outputs_match(ours, want, "transposed dot")
 
 
-BIAS_RELU = """HloModule bias_relu
+# A dense layer: dot, bias through a broadcast, tanh-approximated gelu, and what the
+# result is stored as (`{out}`: f32, or a bf16 convert) — the epilogue of its GEMM.
+DENSE_GELU = """HloModule dense_gelu
 ENTRY e {{
-  x = f32[{n},{n}] parameter(0)
-  w = f32[{n},{n}] parameter(1)
+  x = f32[{m},{k}] parameter(0)
+  w = f32[{k},{n}] parameter(1)
   b = f32[{n}] parameter(2)
-  d = f32[{n},{n}] dot(x, w), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
-  bb = f32[{n},{n}] broadcast(b), dimensions={{1}}
-  a = f32[{n},{n}] add(d, bb)
-  z = f32[] constant(0)
-  zb = f32[{n},{n}] broadcast(z), dimensions={{}}
-  ROOT r = f32[{n},{n}] maximum(a, zb)
+  d = f32[{m},{n}] dot(x, w), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
+  bb = f32[{m},{n}] broadcast(b), dimensions={{1}}
+  a = f32[{m},{n}] add(d, bb)
+  a3 = f32[{m},{n}] multiply(a, a)
+  c = f32[] constant(0.044715)
+  cb = f32[{m},{n}] broadcast(c), dimensions={{}}
+  t = f32[{m},{n}] multiply(a3, cb)
+  one = f32[] constant(1)
+  ob = f32[{m},{n}] broadcast(one), dimensions={{}}
+  u = f32[{m},{n}] add(t, ob)
+  v = f32[{m},{n}] multiply(a, u)
+  s = f32[] constant(0.7978845608)
+  sb = f32[{m},{n}] broadcast(s), dimensions={{}}
+  vs = f32[{m},{n}] multiply(v, sb)
+  th = f32[{m},{n}] tanh(vs)
+  h = f32[{m},{n}] add(th, ob)
+  half = f32[] constant(0.5)
+  hb = f32[{m},{n}] broadcast(half), dimensions={{}}
+  ah = f32[{m},{n}] multiply(a, hb)
+  g = f32[{m},{n}] multiply(ah, h)
+  ROOT r = {out}[{m},{n}] convert(g)
 }}
 """
 
 
-@pytest.mark.parametrize("n, calls", [(32, 1), (384, 2)])
-def test_a_gemm_worth_threading_runs_its_epilogue_as_a_step_of_its_own(n, calls, monkeypatch):
-    """A dot with its bias and relu is one kernel of two steps (the product, stored, then
-    the loop reading it). A kernel of several steps runs on one thread, so when the GEMM is
-    worth threading each step runs as a call of its own, split across the threads."""
+@pytest.mark.parametrize("m, k, n, out", [
+    (40, 72, 56, "f32"),        # one K block, one tile column edge
+    (37, 600, 61, "f32"),       # ragged M, N and K: partial sums kept over seven K blocks
+    (37, 300, 61, "bf16"),      # rounded to bf16 once, in the epilogue
+    (5, 3, 7, "f32"),           # too small to pack: the plain loop applies it per element
+    (390, 270, 200, "f32"),     # worth threading
+    (390, 270, 200, "bf16"),
+])
+def test_a_dense_layer_is_one_threaded_gemm_phase_applying_its_epilogue(m, k, n, out,
+                                                                        monkeypatch):
+    """dot + bias + gelu (+ convert) is one kernel of one phase: the GEMM computes the
+    gelu per element as it writes its final tiles, so no temporary holds the product, and
+    the phase is split across threads like any GEMM. Equal to the interpreter. (A 256 KiB
+    L2 makes K blocks of 96.)"""
     from hlo_opt.lowering import jit
+    from hlo_opt.lowering.fallback import why_not
+    from hlo_opt.lowering.phases import split
     from hlo_opt.targets import cpu_facts
-    if not jit.has_openmp():
-        pytest.skip("no OpenMP runtime: kernels run on the calling thread")
     monkeypatch.setattr(cpu_facts, "threads", lambda: 4)
-    text = BIAS_RELU.format(n=n)
+    monkeypatch.setattr(cpu_facts, "cache_bytes", lambda level: 256 * 1024)
+    text = DENSE_GELU.format(m=m, k=k, n=n, out=out)
     exe = hlo_opt.compile(text)
-    assert exe.stats["kernel_calls"] == calls
-    assert any(k.comp.root.opcode == "dot" and k.parallel(4, cpu_facts.PARALLEL_MIN_WORK)
-               for k in exe.kernels.values()) == (calls == 2)
+    assert exe.stats["kernel_calls"] == 1
+    [kernel] = exe.kernels.values()
+    assert kernel.temps == []
+    [phase] = split(kernel.comp, why_not, epilogues=True)
+    assert (phase.root.opcode, phase.hero.opcode) == ("convert", "dot")
+    worth = 2.0 * m * n * k / cpu_facts.GEMM_FLOPS_PER_WORK >= cpu_facts.PARALLEL_MIN_WORK
+    assert kernel.parallel(4, cpu_facts.PARALLEL_MIN_WORK) == worth
+    if worth and jit.has_openmp():
+        assert kernel.extent > 1
     module = hlo_opt.parse(text)
     ours, want = run_both(module, random_inputs(module, seed=2))
-    assert_outputs_match(ours, want, f"bias relu {n}")
+    assert_outputs_match(ours, want, f"dense gelu {m}x{k}x{n} {out}")
+
+
+EPILOGUE_CASES = {
+    # a residual added after the activation: another input read at [m, n]
+    "residual": ("""
+  r = f32[64,48] parameter(2)
+  t = f32[64,48] tanh(d)
+  ROOT o = f32[64,48] add(t, r)""", [("add", "dot")]),
+    # the product read at two positions per element: not an epilogue, stored first
+    "transposed": ("""
+  t = f32[48,64] transpose(d), dimensions={1,0}
+  tt = f32[64,48] reshape(t)
+  ROOT o = f32[64,48] add(d, tt)""", [("dot", "dot"), ("add", "add")]),
+    # the product is itself a result: stored, and the loop reads it
+    "also_a_result": ("""
+  t = f32[64,48] tanh(d)
+  ROOT o = (f32[64,48], f32[64,48]) tuple(d, t)""", [("dot", "dot"), ("tanh", "tanh")]),
+}
+
+
+# Epilogues over other contractions (the whole module written out, dot named d).
+EPILOGUE_MODULES = {
+    # two products added: one is the epilogue's GEMM, the other stored and read
+    "two_dots": ("""
+  x = f32[64,40] parameter(0)
+  w = f32[40,48] parameter(1)
+  v = f32[40,48] parameter(2)
+  d1 = f32[64,48] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  d = f32[64,48] dot(x, v), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT o = f32[64,48] add(d1, d)""", [("dot", "dot"), ("add", "dot")]),
+    # batch and two free dims a side: the bias is read at the output's coordinates
+    "batched": ("""
+  x = f32[3,5,7,40] parameter(0)
+  w = f32[3,40,6,9] parameter(1)
+  b = f32[7,9] parameter(2)
+  d = f32[3,5,7,6,9] dot(x, w), lhs_batch_dims={0}, lhs_contracting_dims={3}, rhs_batch_dims={0}, rhs_contracting_dims={1}
+  bb = f32[3,5,7,6,9] broadcast(b), dimensions={2,4}
+  ROOT o = f32[3,5,7,6,9] multiply(d, bb)""", [("multiply", "dot")]),
+    "f64": ("""
+  x = f64[70,300] parameter(0)
+  w = f64[300,50] parameter(1)
+  d = f64[70,50] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT o = f64[70,50] exponential(d)""", [("exponential", "dot")]),
+    # a bf16 product: rounded once to bf16, then the epilogue's tanh on it
+    "bf16_product": ("""
+  x = bf16[100,300] parameter(0)
+  w = bf16[300,70] parameter(1)
+  d = bf16[100,70] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT o = bf16[100,70] tanh(d)""", [("tanh", "dot")]),
+    # integers: the plain loop per element applies it
+    "s32": ("""
+  x = s32[20,30] parameter(0)
+  w = s32[30,10] parameter(1)
+  d = s32[20,10] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT o = s32[20,10] negate(d)""", [("negate", "dot")]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(EPILOGUE_MODULES))
+def test_epilogues_of_batched_wide_and_narrow_contractions(case):
+    """(root, hero) of each phase, and the interpreter's answer."""
+    from hlo_opt.lowering.fallback import why_not
+    from hlo_opt.lowering.phases import split
+    body, want_phases = EPILOGUE_MODULES[case]
+    module = hlo_opt.parse(f"HloModule {case}\nENTRY e {{{body}\n}}\n")
+    assert [(p.root.opcode, p.hero.opcode)
+            for p in split(module.entry, why_not, epilogues=True)] == want_phases
+    ours, want = run_both(module, random_inputs(module, seed=5))
+    assert_outputs_match(ours, want, case)
+
+
+@pytest.mark.parametrize("case", sorted(EPILOGUE_CASES))
+def test_a_gemm_takes_the_loop_reading_its_product_at_its_own_position(case):
+    """Which (root, hero) phases a dot and its consumers form: a consumer chain reading the
+    product elementwise at its own position is the GEMM's epilogue; a consumer reading it
+    elsewhere, or the product being stored anyway, leaves the GEMM a phase of its own.
+    Either way the kernel computes what the interpreter does."""
+    from hlo_opt.lowering.fallback import why_not
+    from hlo_opt.lowering.phases import split
+    body, want_phases = EPILOGUE_CASES[case]
+    text = f"""HloModule {case}
+ENTRY e {{
+  x = f32[64,40] parameter(0)
+  w = f32[40,48] parameter(1)
+  d = f32[64,48] dot(x, w), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}{body}
+}}
+"""
+    module = hlo_opt.parse(text)
+    assert [(p.root.opcode, p.hero.opcode)
+            for p in split(module.entry, why_not, epilogues=True)] == want_phases
+    ours, want = run_both(module, random_inputs(module, seed=3))
+    assert_outputs_match(ours, want, case)
+
+
+@pytest.mark.parametrize("x, w, labels, out, feature, stored", [
+    ("[2,12,12,8]", "[3,3,8,24]", "b01f_01io->b01f", "[2,12,12,24]", 3, "f32"),
+    # features not minor: C is written with a stride; K = 3*3*32 spans three K blocks
+    ("[2,32,10,10]", "[24,32,3,3]", "bf01_oi01->bf01", "[2,24,10,10]", 1, "f32"),
+    ("[2,32,10,10]", "[24,32,3,3]", "bf01_oi01->bf01", "[2,24,10,10]", 1, "bf16"),
+])
+def test_a_convolution_applies_its_bias_and_relu_as_it_writes_its_tiles(x, w, labels, out,
+                                                                        feature, stored,
+                                                                        monkeypatch):
+    """Convolutions are GEMMs too: bias, relu and a convert join their one phase. (A 256
+    KiB L2 makes K blocks of 96.)"""
+    from hlo_opt.lowering.fallback import why_not
+    from hlo_opt.lowering.phases import split
+    from hlo_opt.targets import cpu_facts
+    monkeypatch.setattr(cpu_facts, "cache_bytes", lambda level: 256 * 1024)
+    text = f"""HloModule conv_bias_relu
+ENTRY e {{
+  x = f32{x} parameter(0)
+  w = f32{w} parameter(1)
+  b = f32[24] parameter(2)
+  c = f32{out} convolution(x, w), window={{size=3x3 pad=1_1x1_1}}, dim_labels={labels}
+  bb = f32{out} broadcast(b), dimensions={{{feature}}}
+  a = f32{out} add(c, bb)
+  z = f32[] constant(0)
+  zb = f32{out} broadcast(z), dimensions={{}}
+  r = f32{out} maximum(a, zb)
+  ROOT o = {stored}{out} convert(r)
+}}
+"""
+    module = hlo_opt.parse(text)
+    assert [(p.root.opcode, p.hero.opcode) for p in split(module.entry, why_not,
+                                                           epilogues=True)] == \
+        [("convert", "convolution")]
+    ours, want = run_both(module, random_inputs(module, seed=4))
+    assert_outputs_match(ours, want, f"conv bias relu {labels} {stored}")

@@ -95,6 +95,34 @@ def test_large_dot_runs_on_threads():
     del kernel_for
 
 
+@pytest.mark.parametrize("m, k, n, threads, cols, parts", [
+    (512, 768, 768, 2, 2, 1),       # two column blocks of 384: one each, no rows split
+    (128, 4096, 4096, 2, 8, 1),     # eight column blocks: no 96 + 32 row split
+    (2048, 768, 3072, 2, 6, 1),
+    (2050, 300, 64, 2, 1, 2),       # too narrow to split columns: rows in two parts
+    (301, 200, 130, 3, 1, 3),       # ragged rows in three parts
+    (64, 64, 64, 2, 1, 1),          # not worth threading: one task
+])
+def test_threads_get_their_own_columns_of_b_else_their_own_rows(m, k, n, threads, cols,
+                                                                 parts, monkeypatch):
+    """How a GEMM is cut into tasks (column blocks x row parts) for `threads` threads: every
+    task packs its block of B once per K block, so columns are split first (no two threads
+    pack the same B) and rows only when the blocks would get too narrow; the answer is the
+    interpreter's either way."""
+    from hlo_opt.lowering.emit_dot import dot_gemm
+    from hlo_opt.targets import cpu_facts
+    monkeypatch.setattr(cpu_facts, "threads", lambda: threads)
+    text = module(f"""
+        x = f32[{m},{k}] parameter(0)
+        y = f32[{k},{n}] parameter(1)
+        ROOT d = f32[{m},{n}] dot(x, y), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}""")
+    g = dot_gemm(hlo_opt.parse(text).entry.root)
+    assert g.split() == (cols, parts)
+    assert g.tasks() == cols * parts
+    if m * k * n <= 1 << 26:
+        check(text, rel=1e-5)
+
+
 # ---------------------------------------------------------------------- convolution
 
 @pytest.mark.parametrize("x,w,attrs,out", [
