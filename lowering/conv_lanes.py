@@ -9,10 +9,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from llvmlite import ir
+
 from .conv_geometry import ConvGeometry, v
 from .emit_loops import Index, delinearize, for_range, linearize
 from .intrinsics import call
-from .ltypes import I1, I64
+from .ltypes import I1, I64, elem, opaque, store
 
 
 @dataclass(frozen=True)
@@ -59,16 +61,18 @@ def _innermost(dims, d) -> bool:
     return math.prod(dims[d + 1:]) == 1
 
 
-def emit_channelwise(kb, inst, cw: Channelwise, out, lo, hi) -> None:
+def emit_channelwise(kb, inst, cw: Channelwise, out, lo, hi, epilogue=None) -> None:
     """Per output position: its row of groups zeroed, then per K step whose input position
     is on the input, row += input row * kernel row (the operands' values through the
-    elemental generator, so fused producers are computed inline)."""
+    elemental generator, so fused producers are computed inline). With an `epilogue` (the
+    root of a loop reading the convolution elementwise), the row is summed on the stack and
+    the root's values at its positions are stored."""
     b = kb.b
     gen = kb.elemental()
     cv = ConvGeometry.of(inst)
     lhs, rhs = inst.operands
     labels = cv.labels
-    et = out.et
+    et = out.et if epilogue is None else elem(inst.shape.element_type)
     # input features outermost: with batch groups they are the input's batch, its major
     # dimension, so consecutive steps read neighbouring rows
     k_dims = [cw.k // max(math.prod(cv.taps), 1)] + cv.taps
@@ -78,8 +82,9 @@ def emit_channelwise(kb, inst, cw: Channelwise, out, lo, hi) -> None:
         oc[labels.out_batch] = pos_out[0]
         for d in range(cv.rank):
             oc[labels.out_spatial[d]] = pos_out[1 + d]
-        row = b.gep(out.ptr, [v(linearize(b, oc, cv.od))], inbounds=True,
-                    source_etype=et.storage)
+        at = v(linearize(b, oc, cv.od))
+        row = b.gep(out.ptr, [at], inbounds=True, source_etype=et.storage) if epilogue is None \
+            else opaque(b, gen.alloca(ir.ArrayType(et.compute, cw.groups)))
         with for_range(b, 0, cw.groups, "cwzero") as g:
             b.store(et.compute(0.0), b.gep(row, [g], inbounds=True, source_etype=et.storage))
         with for_range(b, 0, cw.k, "cwk", vectorize=False) as k:
@@ -105,3 +110,13 @@ def emit_channelwise(kb, inst, cw: Channelwise, out, lo, hi) -> None:
                     ptr = b.gep(row, [g], inbounds=True, source_etype=et.storage)
                     b.store(call(b, "llvm.fma", [x, w, b.load(ptr, typ=et.compute)]), ptr)
                     gen.pop_scope()
+        if epilogue is not None:
+            with for_range(b, 0, cw.groups, "cwepi") as g:
+                gen.push_scope()
+                gen.bindings[id(inst)] = b.load(b.gep(row, [g], inbounds=True,
+                                                      source_etype=et.storage), typ=et.compute)
+                index = b.add(at, g)
+                store(b, gen.value(epilogue, Index(epilogue.shape.dims, linear=index)),
+                      out.ptr, out.et, index)
+                del gen.bindings[id(inst)]
+                gen.pop_scope()

@@ -11,8 +11,8 @@ feature per group and groups innermost is no GEMM (conv_lanes.py).
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
-from ..errors import UnsupportedError
 from .conv_geometry import ConvGeometry, v
 from .conv_lanes import channelwise, emit_channelwise
 from .conv_pack import input_runs, run_packer
@@ -94,48 +94,42 @@ def one_gemm(inst) -> bool:
 
 
 # The GEMM's phase entry stays emit_dot's (register_gemm); this one wraps it for the
-# convolutions that are several GEMMs or none. `gemm` (a GEMM epilogue: `root` is then
-# the phase's root, `gemm` the convolution) is passed through to emit_dot's entry, which
-# alone applies epilogues: only convolutions that are `one_gemm` may take one.
+# convolutions that are several GEMMs or none. With `gemm` (a GEMM epilogue), `root` is
+# the phase's root and `gemm` the convolution: every path applies the epilogue as it
+# writes final values.
 register_gemm("convolution", conv_gemm)
 _gemm_emit, _gemm_plan = PHASES["convolution"]
 
 
 def _plan(root, gemm=None):
-    if _through_gemm_entry(root, gemm):
+    conv = gemm or root
+    if one_gemm(conv):
         return _gemm_plan(root, **_epilogue(gemm))
-    cw = channelwise(root)
+    cw = channelwise(conv)
     if cw:
         return cw.positions, cw.work(), 0
-    gemms = conv_gemms(root)
+    gemms = conv_gemms(conv)
     return (sum(g.tasks() for g in gemms), sum(g.work() for g in gemms),
             max(g.scratch() for g in gemms))
 
 
 def _emit(kb, root, dests, lo, hi, gemm=None):
     """Tasks [lo, hi) of the convolution: of its GEMMs' tasks, one after another."""
-    if _through_gemm_entry(root, gemm):
+    conv = gemm or root
+    if one_gemm(conv):
         _gemm_emit(kb, root, dests, lo, hi, **_epilogue(gemm))
         return
-    cw = channelwise(root)
+    cw = channelwise(conv)
     if cw:
-        emit_channelwise(kb, root, cw, dests[0], lo, hi)
+        emit_channelwise(kb, conv, cw, dests[0], lo, hi, root if gemm else None)
         return
     first = 0
-    for g in conv_gemms(root):
+    for g in conv_gemms(conv):
         n = g.tasks()
-        emit_gemm(kb, g, dests[0], clamp(kb.b, sub(kb.b, lo, first), 0, n),
+        emit_gemm(kb, replace(g, epilogue=(gemm, root)) if gemm else g, dests[0],
+                  clamp(kb.b, sub(kb.b, lo, first), 0, n),
                   clamp(kb.b, sub(kb.b, hi, first), 0, n))
         first += n
-
-
-def _through_gemm_entry(root, gemm) -> bool:
-    """Whether emit_dot's entry runs the phase (an UnsupportedError for an epilogue on a
-    convolution emitted here, which would drop it)."""
-    if gemm is not None and not one_gemm(gemm):
-        raise UnsupportedError(f"{gemm.name}: an epilogue on a convolution that is not "
-                               "one GEMM")
-    return gemm is not None or one_gemm(root)
 
 
 def _epilogue(gemm) -> dict:

@@ -384,3 +384,38 @@ ENTRY e {{
         [("convert", "convolution")]
     ours, want = run_both(module, random_inputs(module, seed=4))
     assert_outputs_match(ours, want, f"conv bias relu {labels} {stored}")
+
+
+@pytest.mark.parametrize("x, w, window, groups, out", [
+    # base dilated: one GEMM per output phase, each finishing its own outputs
+    ("[2,6,6,8]", "[3,3,8,24]", "size=3x3 pad=1_2x1_2 lhs_dilate=2x2", 1, "[2,12,12,24]"),
+    # depthwise: no GEMM, the groups in vector lanes
+    ("[2,12,12,24]", "[3,3,1,24]", "size=3x3 pad=1_1x1_1", 24, "[2,12,12,24]"),
+])
+def test_convolutions_that_are_not_one_gemm_apply_their_epilogue_too(x, w, window, groups,
+                                                                       out):
+    from hlo_opt.lowering.emit_conv import one_gemm
+    from hlo_opt.lowering.fallback import why_not
+    from hlo_opt.lowering.phases import split
+    text = f"""HloModule conv_epilogue
+ENTRY e {{
+  x = f32{x} parameter(0)
+  w = f32{w} parameter(1)
+  b = f32[24] parameter(2)
+  c = f32{out} convolution(x, w), window={{{window}}}, dim_labels=b01f_01io->b01f, feature_group_count={groups}
+  bb = f32{out} broadcast(b), dimensions={{3}}
+  a = f32{out} add(c, bb)
+  z = f32[] constant(0)
+  zb = f32{out} broadcast(z), dimensions={{}}
+  r = f32{out} maximum(a, zb)
+  ROOT o = bf16{out} convert(r)
+}}
+"""
+    module = hlo_opt.parse(text)
+    [conv] = [i for i in module.entry.instructions if i.opcode == "convolution"]
+    assert not one_gemm(conv)
+    assert [(p.root.opcode, p.hero.opcode) for p in split(module.entry, why_not,
+                                                           epilogues=True)] == \
+        [("convert", "convolution")]
+    ours, want = run_both(module, random_inputs(module, seed=4))
+    assert_outputs_match(ours, want, f"conv epilogue {window} groups {groups}")
