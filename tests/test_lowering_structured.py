@@ -342,6 +342,22 @@ def test_select_and_scatter_max_pool_gradient():
                  ge + "\n" + ADD["f32"]))
 
 
+def test_a_convolution_of_one_input_channel_counts_its_packing_as_work():
+    """Eight output channels make few flops per packed element: the work that decides
+    threading counts the packing (one element-operation per element of the implicit
+    im2col), so the kernel is split across threads."""
+    from hlo_opt.targets import cpu_facts
+    text = module("""
+        x = f32[8,64,64,1] parameter(0)
+        w = f32[3,3,1,8] parameter(1)
+        ROOT c = f32[8,64,64,8] convolution(x, w), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f""")
+    [kernel] = hlo_opt.compile(text).kernels.values()
+    flops = 2 * 8 * 64 * 64 * 8 * 9
+    assert flops / cpu_facts.GEMM_FLOPS_PER_WORK < cpu_facts.PARALLEL_MIN_WORK <= kernel.work
+    assert kernel.extent > 1
+    check(text)
+
+
 def test_select_and_scatter_runs_apart_over_the_dimensions_no_window_spans():
     """A max pool's gradient over NHWC: the windows span neither batch nor channels, so the
     kernel splits over the batch (extent 16) and threads run images apart; overlapping
