@@ -19,9 +19,9 @@ kernel runs it, one loop structure at a time. Walking from the results towards t
   element at a time in order (a reduce with a reducer of several ops, such as an argmax),
   is stored instead: a loop phase computes it first, vectorized;
 * index-only producers (`ops.INDEX_ONLY`) that several phases read are duplicated into each,
-  and so are cheap producers that loop phases over one index space read (the kernel runs
-  those as one loop, which computes a shared value once per index); a cheap result such
-  loops read is computed inline by them as well as stored;
+  and so are producers that loop phases over one index space read (the kernel runs those as
+  one loop, which computes a shared value once per index; the rule above still applies per
+  phase); a cheap result such loops read is computed inline by them as well as stored;
 * with `tees`, a result that a reduce reads as its input (nothing else reading it) is
   stored by the reduce's phase as the reduce reads it: one pass instead of two.
 
@@ -155,8 +155,7 @@ def _inline_in(inst, comp, inst_users, owners, policy: FusionPolicy) -> list[Pha
     if any(id(u) not in owners for u in inst_users):
         return None                        # a host op or a stored, non-fused user reads it
     phases = {id(p): p for u in inst_users for p in owners[id(u)]}
-    if len(phases) > 1 and inst.opcode not in INDEX_ONLY and not (
-            inst.opcode not in EXPENSIVE_PER_ELEMENT and _one_loop(phases.values())):
+    if len(phases) > 1 and inst.opcode not in INDEX_ONLY and not _one_loop(phases.values()):
         return None
     n_users = len({id(u) for u in inst_users})
     for p in phases.values():

@@ -325,6 +325,27 @@ def test_results_of_one_loop_share_their_producers_without_storing_them():
     check_against_interpreter(SHARED_CHAIN, "shared chain")
 
 
+def test_a_result_another_result_reads_is_computed_in_both_loops():
+    """y is a result and an operand of w: the loop storing w computes it (and the
+    exponential under it) inline, in the same loop as y's, rather than reading it back."""
+    text = """HloModule result_read
+fused { x = f32[64,256] parameter(0)
+ e = f32[64,256] exponential(x)
+ one = f32[] constant(1)
+ ob = f32[64,256] broadcast(one), dimensions={}
+ y = f32[64,256] add(e, ob)
+ w = f32[64,256] multiply(y, e)
+ ROOT t = (f32[64,256], f32[64,256]) tuple(y, w) }
+ENTRY e { x = f32[64,256] parameter(0)
+ ROOT f = (f32[64,256], f32[64,256]) fusion(x), kind=kLoop, calls=fused }
+"""
+    kernel, groups, steps = phases_of(text)
+    assert [g.root.name for g in groups] == ["y", "w"] and len(steps) == 1
+    assert all("e" in {m.name for m in g.members} for g in groups)
+    assert kernel.temps == []
+    check_against_interpreter(text, "a result read by another")
+
+
 # A softmax's middle kernel (what the fusion stage forms): the exponential is a result and
 # the input of the row sum, through a convert for bf16.
 EXP_AND_SUM = """HloModule exp_and_sum
