@@ -140,10 +140,11 @@ def _walk(comp: Computation, lowerable: Lowerable, inline_in, stored_by=None) ->
         tee, also = stored_by(inst, users, owners) if stored_by and not reason else (None, [])
         if tee:
             tee.tees.append(inst)
+            home = tee
         else:
-            tee = Phase(inst, [], {}, reason)
-            phases.append(tee)
-        _join(inst, [tee] + also, owners, users[id(inst)])
+            home = Phase(inst, [], {}, reason)
+            phases.append(home)
+        _join(inst, [home] + also, owners, users[id(inst)])
     phases.reverse()
     return phases
 
