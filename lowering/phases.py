@@ -205,14 +205,13 @@ def _tee_in(inst, comp, users, owners, policy: FusionPolicy) -> Phase | None:
 def _recomputed_in(inst, inst_users, owners) -> list[Phase]:
     """The loop phases reading `inst`, a stored result, that compute it inline instead: a
     cheap per-element value read by loops over its own index space, which run as one loop
-    with its own phase (its loads would cost as much as computing it)."""
+    with its own phase (its loads would cost as much as computing it). Other phases read
+    it from memory."""
     if not per_element(inst.opcode) or inst.opcode in EXPENSIVE_PER_ELEMENT:
         return []
     phases = {id(p): p for u in inst_users if id(u) in owners for p in owners[id(u)]}
-    if not phases or any(p.fallback or _dims(p.root) != inst.shape.dims
-                         for p in phases.values()) or not _one_loop(phases.values()):
-        return []
-    return list(phases.values())
+    return [p for p in phases.values() if not p.fallback and per_element(p.root.opcode)
+            and _dims(p.root) == inst.shape.dims]
 
 
 def _one_loop(phases) -> bool:

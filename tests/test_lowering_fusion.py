@@ -346,6 +346,32 @@ ENTRY e { x = f32[64,256] parameter(0)
     check_against_interpreter(text, "a result read by another")
 
 
+def test_scalar_results_of_a_multi_output_fusion_share_one_step():
+    """threefry's key setup: two scalar results, one computed from the other, and a large
+    one reading both through broadcasts. The scalar loop computes what it needs inline, so
+    the scalars are one step, not one each; the large loop reads them from memory."""
+    from hlo_opt.lowering.emit_kernel import plan_steps
+    text = """HloModule key_setup
+fused { k = u32[2] parameter(0)
+ k0 = u32[1] slice(k), slice={[0:1]}
+ s = u32[] reshape(k0)
+ c = u32[] constant(466688986)
+ x = u32[] xor(s, c)
+ i = u32[64,256] iota(), iota_dimension=1
+ sb = u32[64,256] broadcast(s), dimensions={}
+ xb = u32[64,256] broadcast(x), dimensions={}
+ a = u32[64,256] add(i, sb)
+ big = u32[64,256] xor(a, xb)
+ ROOT t = (u32[], u32[], u32[64,256]) tuple(s, x, big) }
+ENTRY e { k = u32[2] parameter(0)
+ ROOT f = (u32[], u32[], u32[64,256]) fusion(k), kind=kLoop, calls=fused }
+"""
+    [kernel] = hlo_opt.compile(text).kernels.values()
+    _, steps, _ = plan_steps(kernel.comp)
+    assert [[g.root.name for g in step] for step in steps] == [["s", "x"], ["big"]]
+    check_against_interpreter(text, "key setup")
+
+
 # A softmax's middle kernel (what the fusion stage forms): the exponential is a result and
 # the input of the row sum, through a convert for bf16.
 EXP_AND_SUM = """HloModule exp_and_sum
