@@ -98,7 +98,7 @@ def one_gemm(inst) -> bool:
 # the phase's root and `gemm` the convolution: every path applies the epilogue as it
 # writes final values.
 register_gemm("convolution", conv_gemm)
-_gemm_emit, _gemm_plan = PHASES["convolution"]
+_gemm_emit, _gemm_plan, _ = PHASES["convolution"]
 
 
 def _plan(root, gemm=None):

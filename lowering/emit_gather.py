@@ -12,12 +12,14 @@ hit the same element.
 """
 from __future__ import annotations
 
+import math
+
 from llvmlite import ir
 
 from .elemental import Elemental, register
 from .emit_kernel import emit_loop
 from .emit_kernel import register as register_phase
-from .emit_loops import Index, add, const, for_range, linearize, nest, placed
+from .emit_loops import Index, add, const, delinearize, for_range, linearize, mul, nest, placed
 from .emit_reduce import Reducer
 from .ltypes import I1, I64, elem, load, store
 
@@ -187,24 +189,48 @@ def selected(gen: Elemental, inst, svals: list) -> tuple:
     return b.load(have, typ=I1), b.load(best_at, typ=I64)
 
 
+def _apart(inst) -> int:
+    """How many leading dimensions of a select-and-scatter no window spans (size 1, stride
+    1, no padding: a pool's batch): the outputs of one index there come only from the
+    sources of that index, so those indices run apart, on threads."""
+    w = inst.attrs.get("window")
+    if w is None:
+        return inst.operands[0].shape.rank
+    m = 0
+    while m < len(w.size) and (w.size[m], w.stride[m], tuple(w.pad[m])) == (1, 1, (0, 0)):
+        m += 1
+    return m
+
+
+def _plan_select_and_scatter(inst):
+    _, work, _ = _plan_serial(inst)
+    return math.prod(inst.operands[0].shape.dims[:_apart(inst)]), work, 0
+
+
 def emit_select_and_scatter(kb, inst, dests, lo, hi):
-    """Per source element: the window's element `select` prefers, then scatter onto it."""
+    """Per source element: the window's element `select` prefers, then scatter onto it.
+    [lo, hi) counts indices of the leading dimensions no window spans (_apart)."""
     b = kb.b
     operand, source, init = inst.operands
     dest = dests[0]
     gen = kb.elemental()
-    with for_range(b, 0, operand.shape.num_elements, "i") as i:
+    m = _apart(inst)
+    inner = math.prod(operand.shape.dims[m:])
+    with for_range(b, mul(b, lo, inner), mul(b, hi, inner), "i") as i:
         store(b, gen.value(init, Index.scalar()), dest.ptr, dest.et, i)
     scatter = Reducer(gen, inst.attrs["scatter"])
-    with nest(b, list(source.shape.dims), "s") as svals:
-        gen.push_scope()
-        have, at = selected(gen, inst, svals)
-        with b.if_then(have):
-            s = gen.value(source, Index(source.shape.dims, values=svals))
-            current = load(b, dest.ptr, dest.et, at)
-            store(b, scatter([current], [s])[0], dest.ptr, dest.et, at)
-        gen.pop_scope()
+    with for_range(b, lo, hi, "o", vectorize=False) as o:
+        outer = delinearize(b, o, source.shape.dims[:m])
+        with nest(b, list(source.shape.dims[m:]), "s") as rest:
+            gen.push_scope()
+            svals = outer + list(rest)
+            have, at = selected(gen, inst, svals)
+            with b.if_then(have):
+                s = gen.value(source, Index(source.shape.dims, values=svals))
+                current = load(b, dest.ptr, dest.et, at)
+                store(b, scatter([current], [s])[0], dest.ptr, dest.et, at)
+            gen.pop_scope()
 
 
 register_phase("scatter", emit_scatter, _plan_serial)
-register_phase("select-and-scatter", emit_select_and_scatter, _plan_serial)
+register_phase("select-and-scatter", emit_select_and_scatter, _plan_select_and_scatter)

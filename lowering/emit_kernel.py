@@ -3,11 +3,13 @@
 The computation's parameters (then its array constants) are input buffers, its root's leaves
 output buffers. Inside, phases.split cuts the computation into phases: each phase stores
 one instruction (an output, or a temporary a later phase reads, e.g. a reduce that a loop
-fusion broadcasts) and computes everything fused into it inline. The phase's emitter is
-chosen by its hero (PHASES; its root, or the GEMM whose epilogue the root is): reduce, dot,
-convolution, scatter, sort, top-k and select-and-scatter have loop structures of their own;
-everything else is a loop over the output's elements, and adjacent such phases over one
-index space share one loop.
+fusion broadcasts; a reduce's phase may also store its input, Phase.tees) and computes
+everything fused into it inline. The phase's emitter is chosen by its hero (PHASES; its
+root, or the GEMM whose epilogue the root is): reduce, dot, convolution, scatter, sort, top-k
+and select-and-scatter have loop structures of their own; everything else is a loop over the
+output's elements. Phases that do not read each other share one step (one loop nest): loops
+over one index space, and roots whose emitter joins them (sibling reduces over the same
+input dimensions).
 
 Entry points, all `void`:
     NAME.impl(ptr noalias out..., ptr noalias in..., ptr temps..., ptr scratch,
@@ -74,18 +76,32 @@ class KernelBuilder:
         self.fn, self.b = fn, b
         self.sources = sources
         self.begin, self.end, self.slot, self.scratch = begin, end, slot, scratch
+        # of the step being emitted: its other roots (siblings computed in the same loops)
+        # and what its phases store besides their roots (Phase.tees), as (inst, dests)
+        self.siblings: list = []
+        self.tees: list = []
+
+    def store_tees(self, gen: Elemental, index: Index) -> None:
+        """Store the phase's tees (Phase.tees: inputs of its reduce) at `index`, where the
+        reduce reads them: their values come from the generator's cache."""
+        for inst, dests in self.tees:
+            store(self.b, gen.value(inst, index), dests[0].ptr, dests[0].et,
+                  index.linear(self.b))
 
     def elemental(self) -> Elemental:
         return Elemental(self.b, self.sources)
 
 
-# hero opcode -> (emit(kb, root, dests, lo, hi), plan(root) -> (extent, work, scratch bytes));
-# a GEMM's also take `gemm=` when the root is its epilogue (phases.Phase.gemm)
+# hero opcode -> (emit(kb, root, dests, lo, hi), plan(root) -> (extent, work, scratch bytes),
+#                 joins(a, b) -> whether roots a and b run in one step, or None);
+# a GEMM's emit and plan also take `gemm=` when the root is its epilogue (Phase.gemm)
 PHASES: dict[str, tuple] = {}
 
 
-def register(opcode: str, emit, plan) -> None:
-    PHASES[opcode] = (emit, plan)
+def register(opcode: str, emit, plan, joins=None) -> None:
+    """`joins`: phases with roots of this opcode that one loop nest can compute together
+    (the emitter then gets the step's other roots as kb.siblings)."""
+    PHASES[opcode] = (emit, plan, joins)
 
 
 def kernel_outputs(comp: Computation) -> list[Instruction]:
@@ -109,8 +125,8 @@ def emit_kernel(comp: Computation, name: str, key: str = "") -> KernelCode:
     for o, off in zip(outputs, offsets):
         first.setdefault(id(o), off)
     params, constants = comp.parameters, array_constants(comp)
-    direct = {id(g.root) for g in groups if id(g.root) in first}
-    temp_roots = [g.root for g in groups if id(g.root) not in direct]
+    direct = {id(r) for g in groups for r in g.stored() if id(r) in first}
+    temp_roots = [r for step in steps for g in step for r in g.stored() if id(r) not in direct]
     temp_sizes = [_padded(array_bytes(s)) for t in temp_roots for s in _leaves(t)]
     copies = [(o, off) for o, off in zip(outputs, offsets)
               if id(o) not in direct or first[id(o)] != off]
@@ -139,17 +155,20 @@ def emit_kernel(comp: Computation, name: str, key: str = "") -> KernelCode:
     for step, plan in zip(steps, plans):
         outs = []
         for g in step:
-            root = g.root
-            if id(root) in direct:
-                off = first[id(root)]
-                dests = [Source(out_ptrs[off + j], s) for j, s in enumerate(_leaves(root))]
-            else:
-                dests = [Source(next(temp_ptrs), s) for s in _leaves(root)]
-            outs.append((root, dests))
+            for root in g.stored():
+                if id(root) in direct:
+                    off = first[id(root)]
+                    dests = [Source(out_ptrs[off + j], s) for j, s in enumerate(_leaves(root))]
+                else:
+                    dests = [Source(next(temp_ptrs), s) for s in _leaves(root)]
+                outs.append((root, dests))
         lo, hi = (begin, end) if single else (0, plan[0])
         entry = PHASES.get(step[0].hero.opcode)
         if entry:
-            entry[0](kb, outs[0][0], outs[0][1], lo, hi, **_epilogue(step[0]))
+            roots = {id(g.root) for g in step}
+            main = [o for o in outs if id(o[0]) in roots]
+            kb.siblings, kb.tees = main[1:], [o for o in outs if id(o[0]) not in roots]
+            entry[0](kb, main[0][0], main[0][1], lo, hi, **_epilogue(step[0]))
         else:
             emit_loop(kb, [(root, dests, None) for root, dests in outs], lo, hi)
         for root, dests in outs:
@@ -171,25 +190,18 @@ def emit_kernel(comp: Computation, name: str, key: str = "") -> KernelCode:
 
 def plan_steps(comp: Computation) -> tuple[list[Phase], list[list[Phase]], list[tuple]]:
     """The kernel's phases (UnsupportedError if some op has no emitter), its steps (the
-    phases in order, adjacent loops over the same index space that do not read each other
-    merged into one loop computing several outputs) and each step's plan (extent, work,
-    scratch bytes)."""
-    groups = phases.split(comp, fallback.why_not, epilogues=True)
+    phases in an order where each runs after what it reads; phases that do not read each
+    other merged into one loop computing several outputs: loops over the same index space,
+    roots whose emitter joins them) and each step's plan (extent, work, scratch bytes)."""
+    groups = phases.split(comp, fallback.why_not, epilogues=True, tees=True)
     for g in groups:
         if g.fallback:
             raise UnsupportedError(f"{g.root.opcode} in {comp.name}: {g.fallback}")
     steps: list[list[Phase]] = []
     for g in groups:
-        loop = g.hero.opcode not in PHASES
-        prev = steps[-1] if steps else None
-        if loop and prev and prev[0].hero.opcode not in PHASES and \
-                _dims(prev[0].root) == _dims(g.root) and \
-                not {id(i) for i in g.inputs()} & {id(p.root) for p in prev}:
-            prev.append(g)
-        else:
-            steps.append([g])
+        _place(steps, g)
     stored = {id(x) for x in comp.parameters + array_constants(comp)} | \
-        {id(g.root) for g in groups}
+        {id(r) for g in groups for r in g.stored()}
     return groups, steps, [_plan(step, stored) for step in steps]
 
 
@@ -210,6 +222,36 @@ def array_constants(comp: Computation) -> list[Instruction]:
     parameters); scalar ones are immediates."""
     return [i for i in comp.post_order()
             if i.opcode == "constant" and not phases.is_scalar_constant(i)]
+
+
+def _place(steps: list[list[Phase]], g: Phase) -> None:
+    """Append phase g to the steps: into the latest step it joins, if g reads nothing the
+    steps after that one store (g runs earlier), or if none of them reads that step (the
+    step runs later, with g); else as a step of its own."""
+    reads = {id(i) for i in g.inputs()}
+    for k in reversed(range(len(steps))):
+        if not _joins(steps[k], g):
+            continue
+        later = steps[k + 1:]
+        if not reads & {id(r) for step in later for p in step for r in p.stored()}:
+            steps[k].append(g)
+            return
+        mine = {id(r) for p in steps[k] for r in p.stored()}
+        if not any(mine & {id(i) for i in p.inputs()} for step in later for p in step):
+            steps.append(steps.pop(k) + [g])
+            return
+    steps.append([g])
+
+
+def _joins(step: list[Phase], g: Phase) -> bool:
+    """Does phase g run in the loops of `step` (phases already one step)?"""
+    a, b = step[0].hero, g.hero
+    if {id(i) for i in g.inputs()} & {id(r) for p in step for r in p.stored()}:
+        return False
+    if a.opcode not in PHASES and b.opcode not in PHASES:
+        return _dims(a) == _dims(b)
+    joins = PHASES[a.opcode][2] if a.opcode == b.opcode else None
+    return joins is not None and joins(a, b)
 
 
 def _dims(inst):
@@ -233,9 +275,10 @@ def _padded(n: int) -> int:
 
 def _plan(step: list[Phase], stored):
     entry = PHASES.get(step[0].hero.opcode)
-    if entry:
-        return entry[1](step[0].root, **_epilogue(step[0]))
     roots = [g.root for g in step]
+    if entry:
+        extent, _, scratch = entry[1](roots[0], **_epilogue(step[0]))
+        return extent, sum(entry[1](g.root, **_epilogue(g))[1] for g in step), scratch
     return plan_loop(roots, stored - {id(r) for r in roots})
 
 

@@ -13,8 +13,10 @@ Two loop structures for a stored reduce:
 * column: the minor dimensions are kept. A tile of up to COLUMN_TILE adjacent outputs keeps
   its accumulators in a stack array; the loop over the reduced dimensions is outside, the
   loop over the tile inside, so every input row is read contiguously.
-A reduce inside a fused expression (e.g. reduce then an elementwise op at the same index) is
-computed at its index with the row structure.
+Sibling reduces of one step (same input dimensions and reduced dimensions) share these loops,
+reading their common inputs once; a stored reduce also stores its tees (Phase.tees: a result
+that is its input) where it reads them. A reduce inside a fused expression (e.g. reduce then
+an elementwise op at the same index) is computed at its index with the row structure.
 
 reduce-window folds the window of one output at a time, padding skipped by loop bounds. A
 stored reduce-window whose window leaves a minor run alone (a pool over NHWC, a cumulative
@@ -114,22 +116,33 @@ def reduce_operands(inst):
 
 def reduce_value(gen: Elemental, inst, index: Index):
     """The reduce's output(s) at `index`: a loop over the reduced dimensions."""
+    return reduce_values(gen, [inst], index)[0]
+
+
+def reduce_values(gen: Elemental, insts: list, index: Index, read=None) -> list:
+    """The outputs at `index` of reduces over the same input index space and dimensions
+    (siblings: one loop reads the inputs they share once). `read(idx)` runs where the loop
+    has read the inputs at input index idx (a stored phase stores its tees there)."""
     b = gen.b
-    inputs, inits = reduce_operands(inst)
-    reduced = sorted(inst.attrs["dimensions"])
-    in_dims = inputs[0].shape.dims
+    first = insts[0]
+    reduced = sorted(first.attrs["dimensions"])
+    in_dims = reduce_operands(first)[0][0].shape.dims
     kept = [d for d in range(len(in_dims)) if d not in reduced]
-    reducer = Reducer(gen, inst.attrs["to_apply"])
-    slots = stack_slots(gen, [gen.value(i, Index.scalar()) for i in inits])
+    reducers = [Reducer(gen, inst.attrs["to_apply"]) for inst in insts]
+    slots = [stack_slots(gen, [gen.value(i, Index.scalar()) for i in reduce_operands(inst)[1]])
+             for inst in insts]
     outs = index.values(b)
     with nest(b, [in_dims[d] for d in reduced], "r") as rvals:
         gen.push_scope()
         idx = Index(in_dims, values=placed(len(in_dims), (kept, outs), (reduced, rvals)))
-        xs = [gen.value(x, idx) for x in inputs]
-        write_slots(gen, slots, reducer(read_slots(gen, slots), xs))
+        xs = [[gen.value(x, idx) for x in reduce_operands(inst)[0]] for inst in insts]
+        if read:
+            read(idx)
+        for reducer, ss, x in zip(reducers, slots, xs):
+            write_slots(gen, ss, reducer(read_slots(gen, ss), x))
         gen.pop_scope()
-    result = reducer.finish(read_slots(gen, slots))
-    return result if inst.shape.is_tuple else result[0]
+    results = [reducer.finish(read_slots(gen, ss)) for reducer, ss in zip(reducers, slots)]
+    return [r if inst.shape.is_tuple else r[0] for inst, r in zip(insts, results)]
 
 
 # ----------------------------------------------------------------- stored reduce phase
@@ -161,76 +174,101 @@ def plan_reduce(inst):
     return math.prod(in_dims[d] for d in outer) * -(-run // COLUMN_TILE), work, 0
 
 
+def same_loops(a, b) -> bool:
+    """Do reduces a and b run the same loops (input dims, reduced dimensions, structure),
+    so that one loop nest can compute both (emit_kernel.plan_steps)?"""
+    return reduce_operands(a)[0][0].shape.dims == reduce_operands(b)[0][0].shape.dims and \
+        sorted(a.attrs["dimensions"]) == sorted(b.attrs["dimensions"]) and \
+        _column_layout(a) == _column_layout(b) and \
+        simple_reducer(a.attrs["to_apply"]) is not None and \
+        simple_reducer(b.attrs["to_apply"]) is not None
+
+
 def emit_reduce(kb, inst, dests, lo, hi):
+    """A stored reduce and its siblings in the step (kb.siblings, same_loops): one loop
+    nest computes them all."""
+    group = [(inst, dests)] + kb.siblings
     layout = _column_layout(inst)
     if layout is None:
-        _emit_rows(kb, inst, dests, lo, hi)
+        _emit_rows(kb, group, lo, hi)
     else:
-        _emit_columns(kb, inst, dests, lo, hi, *layout)
+        _emit_columns(kb, group, lo, hi, *layout)
 
 
-def _emit_rows(kb, inst, dests, lo, hi):
+def _emit_rows(kb, group, lo, hi):
     b = kb.b
     gen = kb.elemental()
-    out_dims = dests[0].dims
+    out_dims = group[0][1][0].dims
     with for_range(b, lo, hi, "o", vectorize=False) as i:
         gen.push_scope()
-        values = reduce_value(gen, inst, Index(out_dims, linear=i))
-        for dest, v in zip(dests, values if inst.shape.is_tuple else [values]):
-            store(b, v, dest.ptr, dest.et, i)
+        values = reduce_values(gen, [inst for inst, _ in group], Index(out_dims, linear=i),
+                               lambda idx: kb.store_tees(gen, idx))
+        for (inst, dests), v in zip(group, values):
+            for dest, x in zip(dests, v if inst.shape.is_tuple else [v]):
+                store(b, x, dest.ptr, dest.et, i)
         gen.pop_scope()
 
 
-def _emit_columns(kb, inst, dests, lo, hi, outer, reduced, run):
+def _emit_columns(kb, group, lo, hi, outer, reduced, run):
     """Tiles of adjacent outputs along the kept minor run, folding every input row of the
     reduced dimensions into them."""
-    in_dims = reduce_operands(inst)[0][0].shape.dims
+    in_dims = reduce_operands(group[0][0])[0][0].shape.dims
 
     @contextmanager
     def rows(b, outer_vals):
         with nest(b, [in_dims[d] for d in reduced], "r") as rvals:
             yield placed(reduced[-1] + 1, (outer, outer_vals), (reduced, rvals))
-    _emit_tiles(kb, inst, dests, lo, hi, [in_dims[d] for d in outer], run, rows)
+    _emit_tiles(kb, group, lo, hi, [in_dims[d] for d in outer], run, rows)
 
 
-def _emit_tiles(kb, inst, dests, lo, hi, outer_dims, run, rows):
+def _emit_tiles(kb, group, lo, hi, outer_dims, run, rows):
     """Tiles of up to COLUMN_TILE adjacent outputs along a contiguous run of `run`
-    elements, one tile per (outer index, part of the run); accumulators in stack arrays.
-    `rows(b, outer coordinates)` loops over the input rows folded into the tile and yields
-    the coordinates of a row's leading dimensions; the loop over the tile is innermost, so
-    each row is read contiguously and the tile's independent folds vectorize."""
+    elements, one tile per (outer index, part of the run), for each (reduce or
+    reduce-window, dests) of `group` (siblings over one input index space); accumulators in
+    stack arrays. `rows(b, outer coordinates)` loops over the input rows folded into the
+    tile and yields the coordinates of a row's leading dimensions; the loop over the tile is
+    innermost, so each row is read contiguously and the tile's independent folds
+    vectorize."""
     b = kb.b
     gen = kb.elemental()
-    inputs, inits = reduce_operands(inst)
-    in_dims = inputs[0].shape.dims
+    in_dims = reduce_operands(group[0][0])[0][0].shape.dims
     tile = min(run, COLUMN_TILE)
     tiles = -(-run // tile)
-    reducer = Reducer(gen, inst.attrs["to_apply"])
-    init_values = [gen.value(i, Index.scalar()) for i in inits]
-    accs = [gen.alloca(ir.ArrayType(v.type, tile)) for v in init_values]
+    folds = []                  # (inputs, reducer, initial values, accumulators, dests)
+    for inst, dests in group:
+        inputs, inits = reduce_operands(inst)
+        init_values = [gen.value(i, Index.scalar()) for i in inits]
+        folds.append((inputs, Reducer(gen, inst.attrs["to_apply"]), init_values,
+                      [gen.alloca(ir.ArrayType(v.type, tile)) for v in init_values], dests))
     with for_range(b, lo, hi, "tile", vectorize=False) as t:
         o = b.udiv(t, I64(tiles))
         start = b.mul(b.urem(t, I64(tiles)), I64(tile))
         width = b.select(b.icmp_signed("<", b.add(start, I64(tile)), I64(run)), I64(tile),
                          b.sub(I64(run), start))
         with for_range(b, 0, width, "w") as w:
-            for acc, v in zip(accs, init_values):
-                b.store(v, _at(b, acc, w))
+            for _, _, init_values, accs, _ in folds:
+                for acc, v in zip(accs, init_values):
+                    b.store(v, _at(b, acc, w))
         with rows(b, delinearize(b, o, outer_dims)) as leading:
             with for_range(b, 0, width, "w") as w:
                 gen.push_scope()
                 minor = delinearize(b, b.add(start, w), in_dims[len(leading):])
-                xs = [gen.value(x, Index(in_dims, values=list(leading) + minor)) for x in inputs]
-                current = [b.load(_at(b, acc, w), typ=acc.allocated_type.element) for acc in accs]
-                for acc, v in zip(accs, reducer(current, xs)):
-                    b.store(v, _at(b, acc, w))
+                idx = Index(in_dims, values=list(leading) + minor)
+                xs = [[gen.value(x, idx) for x in inputs] for inputs, *_ in folds]
+                kb.store_tees(gen, idx)
+                for (_, reducer, _, accs, _), x in zip(folds, xs):
+                    current = [b.load(_at(b, acc, w), typ=acc.allocated_type.element)
+                               for acc in accs]
+                    for acc, v in zip(accs, reducer(current, x)):
+                        b.store(v, _at(b, acc, w))
                 gen.pop_scope()
         base = b.add(b.mul(o, I64(run)), start)
         with for_range(b, 0, width, "w") as w:
-            values = reducer.finish([b.load(_at(b, acc, w), typ=acc.allocated_type.element)
-                                     for acc in accs])
-            for dest, v in zip(dests, values):
-                store(b, v, dest.ptr, dest.et, b.add(base, w))
+            for _, reducer, _, accs, dests in folds:
+                values = reducer.finish([b.load(_at(b, acc, w), typ=acc.allocated_type.element)
+                                         for acc in accs])
+                for dest, v in zip(dests, values):
+                    store(b, v, dest.ptr, dest.et, b.add(base, w))
 
 
 def _at(b, array, i):
@@ -380,9 +418,9 @@ def emit_reduce_window(kb, inst, dests, lo, hi):
                               mul(b, ks[d], win.rhs_dilate[d])), win.pad[d][0])
                    for d in range(m)]
     out_dims = dests[0].dims
-    _emit_tiles(kb, inst, dests, lo, hi, out_dims[:m], run, rows)
+    _emit_tiles(kb, [(inst, dests)], lo, hi, out_dims[:m], run, rows)
 
 
 register({"reduce": reduce_value, "reduce-window": reduce_window_value})
-register_phase("reduce", emit_reduce, plan_reduce)
+register_phase("reduce", emit_reduce, plan_reduce, same_loops)
 register_phase("reduce-window", emit_reduce_window, plan_reduce_window)

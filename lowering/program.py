@@ -149,41 +149,43 @@ class ProgramBuilder:
     def _emit(self, program: Program, comp: Computation, args: list[Value],
               units: list[list[phases.Phase]] | None = None) -> Value:
         """Append `comp`'s steps to `program`; its parameters are `args`. Returns its value.
-        `units`: what each kernel computes (one or more phases), by default each instruction
-        one kernel."""
+        `units`: what each kernel computes (one or more phases), in an order where each
+        runs after what it reads; by default each instruction one kernel. A unit runs when
+        the walk over the instructions reaches one of its roots, after the units before it
+        (a unit's roots need not be adjacent in that walk)."""
         order = comp.post_order()
         position = {id(i): n for n, i in enumerate(order)}
         if units is None:
             units = [[k] for k in phases.kernels(comp, fallback.why_not)]
-        groups, waiting = {}, {}
-        for unit in units:
-            for p in unit:
-                groups[id(p.root)] = unit
-            waiting[id(unit)] = len(unit)       # a loop step runs once its last root is reached
-        values: dict[int, Value] = {}
+        groups = {id(p.root): n for n, unit in enumerate(units) for p in unit}
+        done = 0                                # units run so far
+        values: dict[int, Value] = {id(p): args[p.parameter_number] for p in comp.parameters}
 
         def value(inst):
+            """inst's value; constants and the ops that only rearrange values are made on
+            first use (a unit may run before the walk reaches what it reads)."""
             if id(inst) not in values:
-                if inst.opcode == "constant":
+                op = inst.opcode
+                if op == "constant":
                     values[id(inst)] = self.constant(inst)
+                elif op == "tuple":
+                    values[id(inst)] = tuple(value(o) for o in inst.operands)
+                elif op == "get-tuple-element":
+                    values[id(inst)] = value(inst.operands[0])[inst.attrs["index"]]
+                elif op in ("opt-barrier", "add-dependency", "domain"):
+                    values[id(inst)] = value(inst.operands[0])
+                elif op == "after-all":
+                    values[id(inst)] = None
                 else:
                     raise UnsupportedError(f"{inst.name} has no value on the host")
             return values[id(inst)]
 
         for inst in order:
             op = inst.opcode
-            if op == "parameter":
-                values[id(inst)] = args[inst.parameter_number]
-            elif op == "constant" and id(inst) not in groups:
+            if op in ("parameter", "tuple", "get-tuple-element", "opt-barrier",
+                      "add-dependency", "domain", "after-all") or \
+                    (op == "constant" and id(inst) not in groups):
                 continue                   # made on first use (fused scalars never are)
-            elif op == "tuple":
-                values[id(inst)] = tuple(value(o) for o in inst.operands)
-            elif op == "get-tuple-element":
-                values[id(inst)] = value(inst.operands[0])[inst.attrs["index"]]
-            elif op in ("opt-barrier", "add-dependency", "domain"):
-                values[id(inst)] = value(inst.operands[0])
-            elif op == "after-all":
-                values[id(inst)] = None
             elif op == "call":
                 values[id(inst)] = self._emit(program, inst.attrs["to_apply"],
                                               [value(o) for o in inst.operands])
@@ -192,14 +194,15 @@ class ProgramBuilder:
             elif op == "conditional":
                 values[id(inst)] = self._conditional(program, inst, [value(o) for o in inst.operands])
             elif id(inst) in groups:
-                unit = groups[id(inst)]
-                waiting[id(unit)] -= 1
-                if waiting[id(unit)] == 0:
+                while done <= groups[id(inst)]:
+                    unit = units[done]
+                    done += 1
                     results = self._unit(program, unit, value, position)
-                    if len(unit) > 1:
-                        values.update((id(p.root), v) for p, v in zip(unit, results))
+                    stored = [r for p in unit for r in p.stored()]
+                    if len(stored) > 1:
+                        values.update((id(r), v) for r, v in zip(stored, results))
                     else:
-                        values[id(unit[0].root)] = results
+                        values[id(stored[0])] = results
         return value(comp.root)
 
     def _new(self, program: Program, shape, label: str) -> Value:

@@ -28,7 +28,7 @@ GEMM_L2_SHARE = 0.75
 
 # A kernel whose estimated work is below this runs on one thread. Work is counted in
 # element-operations of a vectorized loop (~1 ns each here); a GEMM's flops count
-# 1/GEMM_FLOPS_PER_WORK each. Waking the OpenMP team costs 5-20 us on an idle machine and
+# 1/GEMM_FLOPS_PER_WORK each, and each element it packs one (emit_dot.Gemm.work). Waking the OpenMP team costs 5-20 us on an idle machine and
 # much more when other processes hold the cores, so only kernels of ~250 us and more split.
 PARALLEL_MIN_WORK = 1 << 18
 GEMM_FLOPS_PER_WORK = 32

@@ -419,3 +419,241 @@ ENTRY e {{
         [("convert", "convolution")]
     ours, want = run_both(module, random_inputs(module, seed=4))
     assert_outputs_match(ours, want, f"conv epilogue {window} groups {groups}")
+
+
+# --- phases inside a kernel: what it stores, what its loops compute inline ------------------
+
+def phases_of(text: str):
+    """(the one kernel's KernelCode, its phases, its steps) of a module of one fusion."""
+    from hlo_opt.lowering.emit_kernel import plan_steps
+    exe = hlo_opt.compile(text)
+    assert exe.stats["kernel_calls"] == 1
+    [kernel] = exe.kernels.values()
+    groups, steps, _ = plan_steps(kernel.comp)
+    return kernel, groups, steps
+
+
+def check_against_interpreter(text: str, label: str) -> None:
+    module = hlo_opt.parse(text)
+    ours, want = run_both(module, random_inputs(module, seed=3))
+    assert_outputs_match(ours, want, label)
+
+
+# An exact GELU's shape: the exponential and the reciprocal are each read by several
+# elementwise ops (one of them twice), all at the loop's own index.
+SHARED_EXPENSIVE = """HloModule shared_expensive
+fused { x = f32[64,256] parameter(0)
+ a = f32[64,256] abs(x)
+ sq = f32[64,256] multiply(a, a)
+ n = f32[64,256] negate(sq)
+ e = f32[64,256] exponential(n)
+ one = f32[] constant(1)
+ ob = f32[64,256] broadcast(one), dimensions={}
+ r = f32[64,256] divide(ob, a)
+ t = f32[64,256] multiply(e, r)
+ u = f32[64,256] add(r, r)
+ v = f32[64,256] multiply(t, e)
+ w = f32[64,256] subtract(u, v)
+ ROOT o = f32[64,256] multiply(w, r) }
+ENTRY e { x = f32[64,256] parameter(0)
+ ROOT f = f32[64,256] fusion(x), kind=kLoop, calls=fused }
+"""
+
+
+def test_an_expensive_value_read_at_its_own_index_is_computed_once_in_the_loop():
+    """The elemental generator computes a value once per index however many ops read it
+    there: the exponential and the divide stay in the one loop, nothing is stored but the
+    result."""
+    kernel, groups, steps = phases_of(SHARED_EXPENSIVE)
+    assert len(groups) == 1 and len(steps) == 1 and kernel.temps == []
+    assert {"exponential", "divide"} <= {m.opcode for m in groups[0].members}
+    assert kernel.extent > 1
+    check_against_interpreter(SHARED_EXPENSIVE, "shared expensive values")
+
+
+def test_an_expensive_value_read_through_a_broadcast_is_stored_first():
+    """A per-row exponential that the loop would evaluate once per column is computed by a
+    loop of its own, into a temporary the main loop reads."""
+    text = """HloModule row_exp
+fused { x = f32[64,256] parameter(0)
+ y = f32[64] parameter(1)
+ e = f32[64] exponential(y)
+ b = f32[64,256] broadcast(e), dimensions={0}
+ ROOT o = f32[64,256] add(x, b) }
+ENTRY e { x = f32[64,256] parameter(0)
+ y = f32[64] parameter(1)
+ ROOT f = f32[64,256] fusion(x, y), kind=kLoop, calls=fused }
+"""
+    kernel, groups, _ = phases_of(text)
+    assert [g.root.opcode for g in groups] == ["exponential", "add"]
+    assert len(kernel.temps) == 1
+    check_against_interpreter(text, "row exponential")
+
+
+# Two results of one index space sharing a chain of integer bit mixing (threefry's shape).
+SHARED_CHAIN = """HloModule shared_chain
+fused { a = u32[64,256] parameter(0)
+ b = u32[64,256] parameter(1)
+ s = u32[64,256] add(a, b)
+ k = u32[] constant(13)
+ kb = u32[64,256] broadcast(k), dimensions={}
+ l = u32[64,256] shift-left(b, kb)
+ c = u32[] constant(19)
+ cb = u32[64,256] broadcast(c), dimensions={}
+ r = u32[64,256] shift-right-logical(b, cb)
+ o = u32[64,256] or(l, r)
+ x = u32[64,256] xor(s, o)
+ y = u32[64,256] add(s, x)
+ z = u32[64,256] xor(x, y)
+ w = u32[64,256] add(z, s)
+ ROOT t = (u32[64,256], u32[64,256]) tuple(y, w) }
+ENTRY e { a = u32[64,256] parameter(0)
+ b = u32[64,256] parameter(1)
+ ROOT f = (u32[64,256], u32[64,256]) fusion(a, b), kind=kLoop, calls=fused }
+"""
+
+
+def test_results_of_one_loop_share_their_producers_without_storing_them():
+    """Both results are stored by one loop, which computes the chain they share once per
+    index: two phases, one step, no temporary."""
+    kernel, groups, steps = phases_of(SHARED_CHAIN)
+    assert [g.root.name for g in groups] == ["y", "w"] and len(steps) == 1
+    assert kernel.temps == []
+    check_against_interpreter(SHARED_CHAIN, "shared chain")
+
+
+def test_a_result_another_result_reads_is_computed_in_both_loops():
+    """y is a result and an operand of w: the loop storing w computes it (and the
+    exponential under it) inline, in the same loop as y's, rather than reading it back."""
+    text = """HloModule result_read
+fused { x = f32[64,256] parameter(0)
+ e = f32[64,256] exponential(x)
+ one = f32[] constant(1)
+ ob = f32[64,256] broadcast(one), dimensions={}
+ y = f32[64,256] add(e, ob)
+ w = f32[64,256] multiply(y, e)
+ ROOT t = (f32[64,256], f32[64,256]) tuple(y, w) }
+ENTRY e { x = f32[64,256] parameter(0)
+ ROOT f = (f32[64,256], f32[64,256]) fusion(x), kind=kLoop, calls=fused }
+"""
+    kernel, groups, steps = phases_of(text)
+    assert [g.root.name for g in groups] == ["y", "w"] and len(steps) == 1
+    assert all("e" in {m.name for m in g.members} for g in groups)
+    assert kernel.temps == []
+    check_against_interpreter(text, "a result read by another")
+
+
+def test_scalar_results_of_a_multi_output_fusion_share_one_step():
+    """threefry's key setup: two scalar results, one computed from the other, and a large
+    one reading both through broadcasts. The scalar loop computes what it needs inline, so
+    the scalars are one step, not one each; the large loop reads them from memory."""
+    from hlo_opt.lowering.emit_kernel import plan_steps
+    text = """HloModule key_setup
+fused { k = u32[2] parameter(0)
+ k0 = u32[1] slice(k), slice={[0:1]}
+ s = u32[] reshape(k0)
+ c = u32[] constant(466688986)
+ x = u32[] xor(s, c)
+ i = u32[64,256] iota(), iota_dimension=1
+ sb = u32[64,256] broadcast(s), dimensions={}
+ xb = u32[64,256] broadcast(x), dimensions={}
+ a = u32[64,256] add(i, sb)
+ big = u32[64,256] xor(a, xb)
+ ROOT t = (u32[], u32[], u32[64,256]) tuple(s, x, big) }
+ENTRY e { k = u32[2] parameter(0)
+ ROOT f = (u32[], u32[], u32[64,256]) fusion(k), kind=kLoop, calls=fused }
+"""
+    [kernel] = hlo_opt.compile(text).kernels.values()
+    _, steps, _ = plan_steps(kernel.comp)
+    assert [[g.root.name for g in step] for step in steps] == [["s", "x"], ["big"]]
+    check_against_interpreter(text, "key setup")
+
+
+# A softmax's middle kernel (what the fusion stage forms): the exponential is a result and
+# the input of the row sum, through a convert for bf16.
+EXP_AND_SUM = """HloModule exp_and_sum
+add {{ a = f32[] parameter(0)
+ b = f32[] parameter(1)
+ ROOT r = f32[] add(a, b) }}
+fused {{ m = bf16[{rows}] parameter(0)
+ x = bf16[{rows},{cols}] parameter(1)
+ mb = bf16[{rows},{cols}] broadcast(m), dimensions={{0}}
+ d = bf16[{rows},{cols}] subtract(x, mb)
+ e = bf16[{rows},{cols}] exponential(d)
+ c = f32[{rows},{cols}] convert(e)
+ z = f32[] constant(0)
+ s = f32[{out}] reduce(c, z), dimensions={{{dim}}}, to_apply=add
+ ROOT t = (bf16[{rows},{cols}], f32[{out}]) tuple(e, s) }}
+ENTRY e {{ m = bf16[{rows}] parameter(0)
+ x = bf16[{rows},{cols}] parameter(1)
+ ROOT f = (bf16[{rows},{cols}], f32[{out}]) fusion(m, x), kind=kInput, calls=fused }}
+"""
+
+
+@pytest.mark.parametrize("dim", [1, 0])
+def test_a_reduce_stores_its_input_as_it_reads_it(dim):
+    """The exponential is stored by the reduce's phase where the reduce reads it (rows, or
+    column tiles): one pass over the input, no loop writing it first."""
+    rows, cols = 48, 96
+    text = EXP_AND_SUM.format(rows=rows, cols=cols, dim=dim, out=cols if dim == 0 else rows)
+    kernel, groups, steps = phases_of(text)
+    [phase] = groups
+    assert phase.root.opcode == "reduce" and [t.name for t in phase.tees] == ["e"]
+    assert len(steps) == 1 and kernel.temps == []
+    check_against_interpreter(text, f"exp and sum over dimension {dim}")
+
+
+MEAN_AND_VARIANCE = """HloModule mean_and_variance
+add {{ a = f32[] parameter(0)
+ b = f32[] parameter(1)
+ ROOT r = f32[] add(a, b) }}
+fused {{ x = f32[{rows},{cols}] parameter(0)
+ mean = f32[{rows}] parameter(1)
+ z = f32[] constant(0)
+ s = f32[{rows}] reduce(x, z), dimensions={{1}}, to_apply=add
+ n = f32[] constant({cols})
+ nb = f32[{rows}] broadcast(n), dimensions={{}}
+ m = f32[{rows}] divide(mean, nb)
+ mb = f32[{rows},{cols}] broadcast(m), dimensions={{0}}
+ d = f32[{rows},{cols}] subtract(x, mb)
+ q = f32[{rows},{cols}] multiply(d, d)
+ v = f32[{rows}] reduce(q, z), dimensions={{1}}, to_apply=add
+ ROOT t = (f32[{rows}], f32[{rows}]) tuple(s, v) }}
+ENTRY e {{ x = f32[{rows},{cols}] parameter(0)
+ mean = f32[{rows}] parameter(1)
+ ROOT f = (f32[{rows}], f32[{rows}]) fusion(x, mean), kind=kInput, calls=fused }}
+"""
+
+
+def test_sibling_reductions_run_in_one_loop_nest():
+    """Two row sums of one input are one step (the per-row divide they do not share runs
+    first), reading each row once."""
+    from hlo_opt.lowering.emit_kernel import plan_steps
+    text = MEAN_AND_VARIANCE.format(rows=40, cols=72)
+    [kernel] = hlo_opt.compile(text).kernels.values()
+    _, steps, _ = plan_steps(kernel.comp)
+    assert [[g.root.name for g in step] for step in steps] == [["m"], ["s", "v"]]
+    check_against_interpreter(text, "mean and variance")
+
+
+def test_a_multi_output_reduction_kernel_is_threaded():
+    """Sibling row sums (over the same dimensions, one of them of a fused square) are one
+    loop over the rows, which the kernel splits across threads."""
+    from hlo_opt.targets import cpu_facts
+    text = """HloModule sums
+add { a = f32[] parameter(0)
+ b = f32[] parameter(1)
+ ROOT r = f32[] add(a, b) }
+fused { x = f32[512,1024] parameter(0)
+ z = f32[] constant(0)
+ s = f32[512] reduce(x, z), dimensions={1}, to_apply=add
+ q = f32[512,1024] multiply(x, x)
+ v = f32[512] reduce(q, z), dimensions={1}, to_apply=add
+ ROOT t = (f32[512], f32[512]) tuple(s, v) }
+ENTRY e { x = f32[512,1024] parameter(0)
+ ROOT f = (f32[512], f32[512]) fusion(x), kind=kInput, calls=fused }
+"""
+    kernel, groups, steps = phases_of(text)
+    assert len(groups) == 2 and len(steps) == 1
+    assert kernel.extent == 512 and kernel.work >= cpu_facts.PARALLEL_MIN_WORK
+    check_against_interpreter(text, "sibling sums")

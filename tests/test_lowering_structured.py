@@ -470,6 +470,41 @@ def test_select_and_scatter_max_pool_gradient():
                  ge + "\n" + ADD["f32"]))
 
 
+def test_a_convolution_of_one_input_channel_counts_its_packing_as_work():
+    """Eight output channels make few flops per packed element: the work that decides
+    threading counts the packing (one element-operation per element of the implicit
+    im2col), so the kernel is split across threads."""
+    from hlo_opt.targets import cpu_facts
+    text = module("""
+        x = f32[8,64,64,1] parameter(0)
+        w = f32[3,3,1,8] parameter(1)
+        ROOT c = f32[8,64,64,8] convolution(x, w), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f""")
+    [kernel] = hlo_opt.compile(text).kernels.values()
+    flops = 2 * 8 * 64 * 64 * 8 * 9
+    assert flops / cpu_facts.GEMM_FLOPS_PER_WORK < cpu_facts.PARALLEL_MIN_WORK <= kernel.work
+    assert kernel.extent > 1
+    check(text)
+
+
+def test_select_and_scatter_runs_apart_over_the_dimensions_no_window_spans():
+    """A max pool's gradient over NHWC: the windows span neither batch nor channels, so the
+    kernel splits over the batch (extent 16) and threads run images apart; overlapping
+    windows over every dimension leave one part."""
+    from hlo_opt.targets import cpu_facts
+    ge = "ge { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT r = pred[] compare(a, b), direction=GE }"
+    for window, out, extent in (("size=1x2x2x1 stride=1x2x2x1", "16,16,16,16", 16),
+                                ("size=2x2x2x1 stride=1x1x1x1", "15,31,31,16", 1)):
+        text = module(f"""
+            x = f32[16,32,32,16] parameter(0)
+            s = f32[{out}] parameter(1)
+            z = f32[] constant(0)
+            ROOT r = f32[16,32,32,16] select-and-scatter(x, s, z), window={{{window}}}, select=ge, scatter=add_f32""",
+                      ge + "\n" + ADD["f32"])
+        [kernel] = hlo_opt.compile(text).kernels.values()
+        assert kernel.extent == extent and kernel.work >= cpu_facts.PARALLEL_MIN_WORK
+        check(text)
+
+
 # ------------------------------------------------------------------- data movement
 
 def test_data_movement_fused_into_one_kernel():
