@@ -137,15 +137,15 @@ class Gemm:
 
     def work(self) -> float:
         """Estimated element-operations (what decides threading): the flops, and for a
-        packed GEMM one per element packed, A once per column block and B once. Packing is
+        packed GEMM one per element packed, A once per GEMM_NC columns and B once. Packing is
         a gathering loop (index arithmetic per element, more for a convolution's implicit
         im2col): with few output columns, as in a convolution of one input channel, it costs
         more than the micro-kernel's vector FMAs."""
         flops = 2.0 * self.batch * self.m * self.n * max(self.k, 1)
         if not self.packed():
             return flops / 4
-        nc = self.blocks()[4]
-        packing = self.batch * self.k * (self.m * -(-self.n // nc) + self.n)
+        cols = -(-self.n // cpu_facts.GEMM_NC)       # before `split`, which this decides
+        packing = self.batch * self.k * (self.m * cols + self.n)
         return flops / cpu_facts.GEMM_FLOPS_PER_WORK + packing
 
 
