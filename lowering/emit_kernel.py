@@ -34,7 +34,7 @@ from ..shape import default_layout
 from ..targets import cpu_facts
 from . import fallback, jit, phases, vecmath
 from .elemental import Elemental, Source
-from .emit_loops import Index, delinearize, for_range, row_split
+from .emit_loops import Index, const, delinearize, for_range, row_split
 from .fingerprint import fingerprint
 from .phases import Phase
 from .intrinsics import declare, restore_fp_mode, set_flush_denormals
@@ -86,7 +86,7 @@ class KernelBuilder:
         reduce reads them: their values come from the generator's cache."""
         for inst, dests in self.tees:
             store(self.b, gen.value(inst, index), dests[0].ptr, dests[0].et,
-                  index.linear(self.b))
+                  const(index.linear(self.b)))
 
     def elemental(self) -> Elemental:
         return Elemental(self.b, self.sources)

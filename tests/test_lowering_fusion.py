@@ -657,3 +657,19 @@ ENTRY e { x = f32[512,1024] parameter(0)
     assert len(groups) == 2 and len(steps) == 1
     assert kernel.extent == 512 and kernel.work >= cpu_facts.PARALLEL_MIN_WORK
     check_against_interpreter(text, "sibling sums")
+
+
+def test_a_reduce_over_one_element_stores_its_tee():
+    """The reduce's loop over a dimension of 1 has a constant index: the tee it stores
+    (the negation, also a result) is written there."""
+    text = """HloModule m
+mx { a = f32[] parameter(0)
+ b = f32[] parameter(1)
+ ROOT r = f32[] maximum(a, b) }
+ENTRY e { p0 = f32[1] parameter(0)
+ init = f32[] constant(-inf)
+ n = f32[1] negate(p0)
+ total = f32[] reduce(n, init), dimensions={0}, to_apply=mx
+ ROOT root = (f32[1], f32[]) tuple(n, total) }
+"""
+    check_against_interpreter(text, "tee of a one-element reduce")
