@@ -30,8 +30,8 @@ from ..ir import Computation, Instruction
 from ..shape import default_layout
 from ..targets import cpu_facts
 from . import fallback, jit, phases, vecmath
-from .elemental import Elemental, Source
-from .emit_loops import Index, delinearize, for_range, row_split
+from .elemental import Elemental, Source, start_indices
+from .emit_loops import Index, add, const, delinearize, for_range, linearize, row_split
 from .fingerprint import fingerprint
 from .phases import Phase
 from .intrinsics import declare, restore_fp_mode, set_flush_denormals
@@ -96,10 +96,13 @@ def _leaves(inst: Instruction):
     return inst.shape.leaves() if inst.shape.is_tuple else [inst.shape]
 
 
-def emit_kernel(comp: Computation, name: str, key: str = "") -> KernelCode:
+def emit_kernel(comp: Computation, name: str, key: str = "",
+                updates: tuple[int, ...] = ()) -> KernelCode:
     """Emit `comp` as kernel `name` (UnsupportedError if some op has no emitter); `key` is
-    its fingerprint when the caller has it."""
-    groups, steps, plans = plan_steps(comp)
+    its fingerprint when the caller has it. `updates`: positions among its outputs of
+    dynamic-update-slices whose output buffer the host passes already holding operand 0
+    (in_place.py): the kernel writes only their updates."""
+    groups, steps, plans = plan_steps(comp, updates)
     outputs = kernel_outputs(comp)
     offsets = [sum(len(_leaves(o)) for o in outputs[:k]) for k in range(len(outputs))]
     out_shapes = [s for o in outputs for s in _leaves(o)]
@@ -145,7 +148,7 @@ def emit_kernel(comp: Computation, name: str, key: str = "") -> KernelCode:
                 dests = [Source(next(temp_ptrs), s) for s in _leaves(root)]
             outs.append((root, dests))
         lo, hi = (begin, end) if single else (0, plan[0])
-        entry = PHASES.get(step[0].root.opcode)
+        entry = _entry(comp, step[0].root, updates)
         if entry:
             entry[0](kb, outs[0][0], outs[0][1], lo, hi)
         else:
@@ -167,20 +170,21 @@ def emit_kernel(comp: Computation, name: str, key: str = "") -> KernelCode:
     return code
 
 
-def plan_steps(comp: Computation) -> tuple[list[Phase], list[list[Phase]], list[tuple]]:
+def plan_steps(comp: Computation, updates: tuple[int, ...] = ()
+               ) -> tuple[list[Phase], list[list[Phase]], list[tuple]]:
     """The kernel's phases (UnsupportedError if some op has no emitter), its steps (the
     phases in order, adjacent loops over the same index space that do not read each other
     merged into one loop computing several outputs) and each step's plan (extent, work,
-    scratch bytes)."""
+    scratch bytes). `updates`: see emit_kernel."""
     groups = phases.split(comp, fallback.why_not)
     for g in groups:
         if g.fallback:
             raise UnsupportedError(f"{g.root.opcode} in {comp.name}: {g.fallback}")
     steps: list[list[Phase]] = []
     for g in groups:
-        loop = g.root.opcode not in PHASES
+        loop = _entry(comp, g.root, updates) is None
         prev = steps[-1] if steps else None
-        if loop and prev and prev[0].root.opcode not in PHASES and \
+        if loop and prev and _entry(comp, prev[0].root, updates) is None and \
                 _dims(prev[0].root) == _dims(g.root) and \
                 not {id(i) for i in g.inputs()} & {id(p.root) for p in prev}:
             prev.append(g)
@@ -188,7 +192,8 @@ def plan_steps(comp: Computation) -> tuple[list[Phase], list[list[Phase]], list[
             steps.append([g])
     stored = {id(x) for x in comp.parameters + array_constants(comp)} | \
         {id(g.root) for g in groups}
-    return groups, steps, [_plan([g.root for g in step], stored) for step in steps]
+    return groups, steps, [_plan(comp, [g.root for g in step], stored, updates)
+                           for step in steps]
 
 
 def threaded_steps(comp: Computation) -> list[list[Phase]] | None:
@@ -229,8 +234,15 @@ def _padded(n: int) -> int:
     return max(ALIGN, (n + ALIGN - 1) // ALIGN * ALIGN)
 
 
-def _plan(roots, stored):
-    entry = PHASES.get(roots[0].opcode)
+def _entry(comp: Computation, root: Instruction, updates: tuple[int, ...]):
+    """(emit, plan) of the phase storing `root`, None for a loop phase (emit_loop)."""
+    if updates and any(root is kernel_outputs(comp)[k] for k in updates):
+        return emit_update, plan_update
+    return PHASES.get(root.opcode)
+
+
+def _plan(comp, roots, stored, updates):
+    entry = _entry(comp, roots[0], updates)
     if entry:
         return entry[1](roots[0])
     return plan_loop(roots, stored - {id(r) for r in roots})
@@ -303,6 +315,33 @@ def emit_loop(kb: KernelBuilder, outputs: list, lo, hi, flat: bool = False):
         with for_range(b, 0, n, "col") as j:
             linear = b.add(base, j)
             emit(Index(dims, values=outer + [j], linear=linear), linear)
+
+
+def plan_update(inst):
+    """(rows, elements, scratch) of emit_update: the update's, not the output's."""
+    dims = inst.operands[1].shape.dims
+    return row_split(dims)[0], float(math.prod(dims)), 0
+
+
+def emit_update(kb: KernelBuilder, inst: Instruction, dests, lo, hi):
+    """Rows [lo, hi) of the update of dynamic-update-slice `inst` stored at its clamped
+    start in dests[0], which already holds operand 0 (the host updates that buffer in
+    place): the cost is the update's size, not the whole array's."""
+    b, gen, out = kb.b, kb.elemental(), dests[0]
+    update = inst.operands[1]
+    dims = update.shape.dims
+    starts = start_indices(gen, inst.operands[2:], out.dims, dims)
+    _, n = row_split(dims)
+    with for_range(b, lo, hi, "row", vectorize=False) as r:
+        outer = delinearize(b, r, dims[:-1])
+        base = b.mul(r, I64(n))
+        with for_range(b, 0, n, "col") as j:
+            coords = outer + [j]
+            gen.push_scope()
+            v = gen.value(update, Index(dims, values=coords, linear=b.add(base, j)))
+            at = linearize(b, [add(b, c, s) for c, s in zip(coords, starts)], out.dims)
+            store(b, v, out.ptr, out.et, const(at))
+            gen.pop_scope()
 
 
 def store_outputs(gen: Elemental, outputs: list, index: Index, linear) -> None:
