@@ -9,7 +9,7 @@ size is the peak reported in the executable's stats.
 """
 from __future__ import annotations
 
-from .program import Buffer, Conditional, Copy, FallbackCall, KernelStep, Program, While
+from .program import Buffer, Conditional, Program, While, step_io
 
 
 def assign(program: Program, results: list[Buffer]) -> int:
@@ -18,21 +18,6 @@ def assign(program: Program, results: list[Buffer]) -> int:
     relative = _assign(program, results)
     _place(program, relative, 0)
     return program.peak
-
-
-def _io(step) -> tuple[list[Buffer], list[Buffer]]:
-    """(written, read) buffers of one step, as seen from its own program."""
-    if isinstance(step, KernelStep):
-        return step.outs + step.temps, step.ins + step.temps
-    if isinstance(step, FallbackCall):
-        return step.outs, step.ins
-    if isinstance(step, Copy):
-        return [step.dst], [step.src]
-    if isinstance(step, While):
-        return step.state + [step.scratch], step.init + step.state + [step.scratch]
-    if isinstance(step, Conditional):
-        return step.outs + [step.scratch], [step.selector] + step.operands + [step.scratch]
-    raise TypeError(step)
 
 
 def _assign(program: Program, results: list[Buffer]) -> dict[int, int]:
@@ -49,7 +34,7 @@ def _assign(program: Program, results: list[Buffer]) -> dict[int, int]:
     last: dict[int, int] = {}
     temps = {id(b): b for b in program.temps if b.kind == "temp"}
     for n, step in enumerate(program.steps):
-        written, read = _io(step)
+        written, read = step_io(step)
         for b in written + read:
             if id(b) in temps:
                 first.setdefault(id(b), n)

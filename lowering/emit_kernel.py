@@ -33,8 +33,8 @@ from ..ir import Computation, Instruction
 from ..shape import default_layout
 from ..targets import cpu_facts
 from . import fallback, jit, phases, vecmath
-from .elemental import Elemental, Source
-from .emit_loops import Index, const, delinearize, for_range, row_split
+from .elemental import Elemental, Source, start_indices
+from .emit_loops import Index, add, const, delinearize, for_range, linearize, row_split
 from .fingerprint import fingerprint
 from .phases import Phase
 from .intrinsics import declare, restore_fp_mode, set_flush_denormals
@@ -114,10 +114,13 @@ def _leaves(inst: Instruction):
     return inst.shape.leaves() if inst.shape.is_tuple else [inst.shape]
 
 
-def emit_kernel(comp: Computation, name: str, key: str = "") -> KernelCode:
+def emit_kernel(comp: Computation, name: str, key: str = "",
+                updates: tuple[int, ...] = ()) -> KernelCode:
     """Emit `comp` as kernel `name` (UnsupportedError if some op has no emitter); `key` is
-    its fingerprint when the caller has it."""
-    groups, steps, plans = plan_steps(comp)
+    its fingerprint when the caller has it. `updates`: positions among its outputs of
+    dynamic-update-slices whose output buffer the host passes already holding operand 0
+    (in_place.py): the kernel writes only their updates."""
+    groups, steps, plans = plan_steps(comp, updates)
     outputs = kernel_outputs(comp)
     offsets = [sum(len(_leaves(o)) for o in outputs[:k]) for k in range(len(outputs))]
     out_shapes = [s for o in outputs for s in _leaves(o)]
@@ -163,7 +166,7 @@ def emit_kernel(comp: Computation, name: str, key: str = "") -> KernelCode:
                     dests = [Source(next(temp_ptrs), s) for s in _leaves(root)]
                 outs.append((root, dests))
         lo, hi = (begin, end) if single else (0, plan[0])
-        entry = PHASES.get(step[0].hero.opcode)
+        entry = _entry(comp, step[0], updates)
         if entry:
             roots = {id(g.root) for g in step}
             main = [o for o in outs if id(o[0]) in roots]
@@ -188,21 +191,23 @@ def emit_kernel(comp: Computation, name: str, key: str = "") -> KernelCode:
     return code
 
 
-def plan_steps(comp: Computation) -> tuple[list[Phase], list[list[Phase]], list[tuple]]:
+def plan_steps(comp: Computation, updates: tuple[int, ...] = ()
+               ) -> tuple[list[Phase], list[list[Phase]], list[tuple]]:
     """The kernel's phases (UnsupportedError if some op has no emitter), its steps (the
     phases in an order where each runs after what it reads; phases that do not read each
     other merged into one loop computing several outputs: loops over the same index space,
-    roots whose emitter joins them) and each step's plan (extent, work, scratch bytes)."""
+    roots whose emitter joins them) and each step's plan (extent, work, scratch bytes).
+    `updates`: see emit_kernel."""
     groups = phases.split(comp, fallback.why_not, epilogues=True, tees=True)
     for g in groups:
         if g.fallback:
             raise UnsupportedError(f"{g.root.opcode} in {comp.name}: {g.fallback}")
     steps: list[list[Phase]] = []
     for g in groups:
-        _place(steps, g)
+        _place(steps, g, lambda g: _entry(comp, g, updates))
     stored = {id(x) for x in comp.parameters + array_constants(comp)} | \
         {id(r) for g in groups for r in g.stored()}
-    return groups, steps, [_plan(step, stored) for step in steps]
+    return groups, steps, [_plan(comp, step, stored, updates) for step in steps]
 
 
 def threaded_steps(comp: Computation) -> list[list[Phase]] | None:
@@ -224,13 +229,14 @@ def array_constants(comp: Computation) -> list[Instruction]:
             if i.opcode == "constant" and not phases.is_scalar_constant(i)]
 
 
-def _place(steps: list[list[Phase]], g: Phase) -> None:
+def _place(steps: list[list[Phase]], g: Phase, entry_of) -> None:
     """Append phase g to the steps: into the latest step it joins, if g reads nothing the
     steps after that one store (g runs earlier), or if none of them reads that step (the
-    step runs later, with g); else as a step of its own."""
+    step runs later, with g); else as a step of its own. `entry_of(phase)`: its emitter
+    (PHASES entry), None for a loop."""
     reads = {id(i) for i in g.inputs()}
     for k in reversed(range(len(steps))):
-        if not _joins(steps[k], g):
+        if not _joins(steps[k], g, entry_of):
             continue
         later = steps[k + 1:]
         if not reads & {id(r) for step in later for p in step for r in p.stored()}:
@@ -243,15 +249,15 @@ def _place(steps: list[list[Phase]], g: Phase) -> None:
     steps.append([g])
 
 
-def _joins(step: list[Phase], g: Phase) -> bool:
+def _joins(step: list[Phase], g: Phase, entry_of) -> bool:
     """Does phase g run in the loops of `step` (phases already one step)?"""
-    a, b = step[0].hero, g.hero
     if {id(i) for i in g.inputs()} & {id(r) for p in step for r in p.stored()}:
         return False
-    if a.opcode not in PHASES and b.opcode not in PHASES:
-        return _dims(a) == _dims(b)
-    joins = PHASES[a.opcode][2] if a.opcode == b.opcode else None
-    return joins is not None and joins(a, b)
+    mine, its = entry_of(step[0]), entry_of(g)
+    if mine is None and its is None:
+        return _dims(step[0].root) == _dims(g.root)
+    joins = mine[2] if mine is not None and mine == its else None
+    return joins is not None and joins(step[0].hero, g.hero)
 
 
 def _dims(inst):
@@ -273,8 +279,15 @@ def _padded(n: int) -> int:
     return max(ALIGN, (n + ALIGN - 1) // ALIGN * ALIGN)
 
 
-def _plan(step: list[Phase], stored):
-    entry = PHASES.get(step[0].hero.opcode)
+def _entry(comp: Computation, g: Phase, updates: tuple[int, ...]):
+    """(emit, plan, joins) of phase g, None for a loop phase (emit_loop)."""
+    if updates and any(g.root is kernel_outputs(comp)[k] for k in updates):
+        return emit_update, plan_update, None
+    return PHASES.get(g.hero.opcode)
+
+
+def _plan(comp, step: list[Phase], stored, updates):
+    entry = _entry(comp, step[0], updates)
     roots = [g.root for g in step]
     if entry:
         extent, _, scratch = entry[1](roots[0], **_epilogue(step[0]))
@@ -355,6 +368,33 @@ def emit_loop(kb: KernelBuilder, outputs: list, lo, hi, flat: bool = False):
         with for_range(b, 0, n, "col") as j:
             linear = b.add(base, j)
             emit(Index(dims, values=outer + [j], linear=linear), linear)
+
+
+def plan_update(inst):
+    """(rows, elements, scratch) of emit_update: the update's, not the output's."""
+    dims = inst.operands[1].shape.dims
+    return row_split(dims)[0], float(math.prod(dims)), 0
+
+
+def emit_update(kb: KernelBuilder, inst: Instruction, dests, lo, hi):
+    """Rows [lo, hi) of the update of dynamic-update-slice `inst` stored at its clamped
+    start in dests[0], which already holds operand 0 (the host updates that buffer in
+    place): the cost is the update's size, not the whole array's."""
+    b, gen, out = kb.b, kb.elemental(), dests[0]
+    update = inst.operands[1]
+    dims = update.shape.dims
+    starts = start_indices(gen, inst.operands[2:], out.dims, dims)
+    _, n = row_split(dims)
+    with for_range(b, lo, hi, "row", vectorize=False) as r:
+        outer = delinearize(b, r, dims[:-1])
+        base = b.mul(r, I64(n))
+        with for_range(b, 0, n, "col") as j:
+            coords = outer + [j]
+            gen.push_scope()
+            v = gen.value(update, Index(dims, values=coords, linear=b.add(base, j)))
+            at = linearize(b, [add(b, c, s) for c, s in zip(coords, starts)], out.dims)
+            store(b, v, out.ptr, out.et, const(at))
+            gen.pop_scope()
 
 
 def store_outputs(gen: Elemental, outputs: list, index: Index, linear) -> None:

@@ -20,7 +20,9 @@ an elementwise op at the same index) is computed at its index with the row struc
 
 reduce-window folds the window of one output at a time, padding skipped by loop bounds. A
 stored reduce-window whose window leaves a minor run alone (a pool over NHWC, a cumulative
-op down the columns) uses the column structure instead: window rows folded into tiles.
+op down the columns) uses the column structure instead: window rows folded into tiles. One
+whose window spans a whole dimension from one side (cumsum, cumprod, cummax) is a running
+fold instead: each output is its neighbour's folded with one more element, O(n) not O(n^2).
 """
 from __future__ import annotations
 
@@ -388,7 +390,14 @@ def _has_complex(inst) -> bool:
 
 
 def plan_reduce_window(inst):
-    """(extent, work, scratch): tiles of the row structure, else emit_loop's plan."""
+    """(extent, work, scratch): tiles of a running fold, or of the row structure, else
+    emit_loop's plan."""
+    scan = _scan_layout(inst)
+    if scan is not None:
+        dims = reduce_operands(inst)[0][0].shape.dims
+        rows, _, chunks = _scan_tiles(dims, scan[0])
+        work = float(math.prod(dims) * len(reduce_operands(inst)[0]))
+        return -(-math.prod(dims[:scan[0]]) // rows) * chunks, work, 0
     layout = _window_layout(inst)
     if layout is None:
         return plan_loop([inst], set())
@@ -399,8 +408,13 @@ def plan_reduce_window(inst):
 
 
 def emit_reduce_window(kb, inst, dests, lo, hi):
-    """A stored reduce-window: tiles of outputs (see _window_layout), else one output at a
-    time in the loop over its index space (reduce_window_value)."""
+    """A stored reduce-window: a running fold (see _scan_layout), tiles of outputs (see
+    _window_layout), else one output at a time in the loop over its index space
+    (reduce_window_value)."""
+    scan = _scan_layout(inst)
+    if scan is not None:
+        _emit_scan(kb, inst, dests, lo, hi, *scan)
+        return
     layout = _window_layout(inst)
     if layout is None:
         emit_loop(kb, [(inst, dests, None)], lo, hi)
@@ -419,6 +433,94 @@ def emit_reduce_window(kb, inst, dests, lo, hi):
                    for d in range(m)]
     out_dims = dests[0].dims
     _emit_tiles(kb, [(inst, dests)], lo, hi, out_dims[:m], run, rows)
+
+
+# Most rows folded side by side when the scanned dimension is (nearly) the minor one:
+# independent accumulator chains (in registers) hide the reducer's latency; few enough that
+# the rows' cache lines (often a power-of-two stride apart) stay within one L1 set's ways.
+SCAN_ROWS = 8
+
+
+def _scan_layout(inst):
+    """(d, reverse) when the reduce-window is a running fold along dimension d: the window
+    is 1 in every other dimension, and along d (stride 1, no dilation) it spans the whole
+    dimension with the padding on one side: size - 1 low and none high (a cumulative sum,
+    product, max, ...: output i folds inputs 0..i) or, `reverse`, the mirror image (inputs
+    i..n-1). Output i is then output i - 1 (i + 1) folded with input i: O(n), not
+    O(n * size). Folding forwards is the window's own order (the same rounding); reverse
+    folds i..n-1 from the end, a different order of the same terms. Single-op reducers
+    only: associative and commutative."""
+    window = inst.attrs.get("window")
+    if window is None or simple_reducer(inst.attrs["to_apply"]) is None or _has_complex(inst):
+        return None
+    in_dims = reduce_operands(inst)[0][0].shape.dims
+    scanned = [d for d in range(len(in_dims)) if (window.size[d], window.pad[d]) != (1, (0, 0))]
+    if len(scanned) != 1 or any(x != 1 for x in window.stride + window.lhs_dilate
+                                + window.rhs_dilate):
+        return None
+    d = scanned[0]
+    size = window.size[d]
+    if size < in_dims[d] or window.pad[d] not in ((size - 1, 0), (0, size - 1)):
+        return None
+    return d, window.pad[d] == (0, size - 1)
+
+
+def _scan_tiles(dims, d: int) -> tuple[int, int, int]:
+    """(rows, width, chunks) of one tile of a running fold along d: `rows` indices of the
+    dimensions before d, times `width` adjacent elements of the run after it; `chunks`
+    tiles cover a run. A run of 8 or more is split into chunks of up to COLUMN_TILE (the
+    folds along it vectorize); a shorter one is whole, with up to SCAN_ROWS rows: the most
+    that divides the rows, so every tile has as many and its loop over them unrolls."""
+    run = math.prod(dims[d + 1:])
+    if run >= 8:
+        width = min(run, COLUMN_TILE)
+        return 1, width, -(-run // width)
+    outer = math.prod(dims[:d])
+    return max(r for r in range(1, SCAN_ROWS + 1) if outer % r == 0), run, 1
+
+
+def _emit_scan(kb, inst, dests, lo, hi, d: int, reverse: bool):
+    """Tiles [lo, hi) of a running fold along dimension d (see _scan_layout, _scan_tiles):
+    a tile's accumulators start at the initial value and step along d together, each
+    step folding in one input element per lane and storing the lane's output."""
+    b, gen = kb.b, kb.elemental()
+    inputs, inits = reduce_operands(inst)
+    dims = inputs[0].shape.dims
+    n, run = dims[d], math.prod(dims[d + 1:])
+    rows, width, chunks = _scan_tiles(dims, d)
+    reducer = Reducer(gen, inst.attrs["to_apply"])
+    init_values = [gen.value(i, Index.scalar()) for i in inits]
+    accs = [gen.alloca(ir.ArrayType(v.type, rows * width)) for v in init_values]
+    with for_range(b, lo, hi, "tile", vectorize=False) as t:
+        first = b.mul(b.udiv(t, I64(chunks)), I64(rows))
+        start = b.mul(b.urem(t, I64(chunks)), I64(width))
+        span = run if width == run else b.select(
+            b.icmp_signed("<", b.add(start, I64(width)), I64(run)), I64(width),
+            b.sub(I64(run), start))
+        with for_range(b, 0, rows * width, "lane") as lane:
+            for acc, v in zip(accs, init_values):
+                b.store(v, _at(b, acc, lane))
+        with for_range(b, 0, n, "k", vectorize=False) as k:
+            pos = b.sub(I64(n - 1), k) if reverse else k
+            with for_range(b, 0, rows, "g", vectorize=False) as g:
+                o = add(b, first, g)
+                with for_range(b, 0, span, "w") as w:
+                    gen.push_scope()
+                    inner = add(b, start, w)
+                    lane = add(b, mul(b, g, width), w)
+                    at = add(b, mul(b, add(b, mul(b, o, n), pos), run), inner)
+                    index = Index(dims, linear=at, make_values=lambda o=o, pos=pos, inner=inner:
+                                  delinearize(b, o, dims[:d]) + [pos]
+                                  + delinearize(b, inner, dims[d + 1:]))
+                    xs = [gen.value(x, index) for x in inputs]
+                    current = [b.load(_at(b, acc, const(lane)), typ=acc.allocated_type.element)
+                               for acc in accs]
+                    new = reducer(current, xs)
+                    for acc, v in zip(accs, new):
+                        b.store(v, _at(b, acc, const(lane)))
+                    for dest, v in zip(dests, reducer.finish(new)):
+                        store(b, v, dest.ptr, dest.et, const(at))
+                    gen.pop_scope()
 
 
 register({"reduce": reduce_value, "reduce-window": reduce_window_value})

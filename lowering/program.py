@@ -112,10 +112,14 @@ class ProgramBuilder:
     KernelStep runs: an object with the KernelCode fields `constants`, `temps`,
     `scratch_per_thread`), `split` (a fusion to run as several kernel steps, or None) and
     `interpreter` (whether what has no kernel runs in the interpreter; without one, that is
-    an UnsupportedError at the op's position)."""
+    an UnsupportedError at the op's position). `update_kernel_for(comp, updates)`, where the
+    target has one, makes a kernel whose dynamic-update-slice outputs write only their
+    updates into their operand's buffer (in_place.py)."""
 
-    def __init__(self, kernel_for, split=emit_kernel.threaded_steps, interpreter: bool = True):
+    def __init__(self, kernel_for, split=emit_kernel.threaded_steps, interpreter: bool = True,
+                 update_kernel_for=None):
         self.kernel_for = kernel_for   # Computation -> compiled KernelCode (cached)
+        self.update_kernel_for = update_kernel_for
         self.split, self.interpreter = split, interpreter
         self.constants: list[np.ndarray] = []
         self._const_values: dict[int, Value] = {}
@@ -300,6 +304,21 @@ class ProgramBuilder:
                                          [b for v in operands[1:] for b in leaves(v)],
                                          branches, leaves(out), scratch))
         return out
+
+
+def step_io(step) -> tuple[list[Buffer], list[Buffer]]:
+    """(written, read) buffers of one step, as seen from its own program."""
+    if isinstance(step, KernelStep):
+        return step.outs + step.temps, step.ins + step.temps
+    if isinstance(step, FallbackCall):
+        return step.outs, step.ins
+    if isinstance(step, Copy):
+        return [step.dst], [step.src]
+    if isinstance(step, While):
+        return step.state + [step.scratch], step.init + step.state + [step.scratch]
+    if isinstance(step, Conditional):
+        return step.outs + [step.scratch], [step.selector] + step.operands + [step.scratch]
+    raise TypeError(step)
 
 
 def kernel_steps(program: Program):

@@ -31,13 +31,13 @@ from ..errors import HloError, UnsupportedError
 from ..fusion.stage import fuse, has_fusions
 from ..interpreter.evaluator import coerce_argument
 from ..ir import Computation, Module
-from . import buffers, fallback, jit
+from . import buffers, fallback, in_place, jit
 from .driver import Driver
 from .emit_kernel import KernelCode, emit_kernel
 from .fingerprint import fingerprint
 from .ltypes import array_bytes
 from .program import (Buffer, Conditional, Copy, KernelStep, Program, ProgramBuilder, While,
-                      kernel_steps, leaves)
+                      kernel_steps, leaves, step_io)
 
 
 
@@ -94,12 +94,13 @@ _CALLBACK = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_int64, ctypes.c_void_p)
 _DRIVER = ctypes.CFUNCTYPE(ctypes.c_int32, *([ctypes.c_void_p] * 6))   # addresses as ints
 
 
-def kernel_for(comp: Computation) -> KernelCode:
+def kernel_for(comp: Computation, updates: tuple[int, ...] = ()) -> KernelCode:
     """The kernel of a fused computation, shared by every identical one (emitted here,
-    compiled in batches by `compile_kernels`)."""
-    key = fingerprint(comp)
+    compiled in batches by `compile_kernels`); `updates`: see emit_kernel."""
+    key = (f"u{'.'.join(map(str, updates))}_" if updates else "") + fingerprint(comp)
     with _lock:
-        return _kernels.get_or_add(key, lambda: emit_kernel(comp, f"k_{key[:20]}", key))
+        return _kernels.get_or_add(key, lambda: emit_kernel(comp, f"k_{key[:20]}", key,
+                                                            updates))
 
 
 def clear_caches() -> None:
@@ -146,7 +147,7 @@ def build(module: Module, builder: ProgramBuilder | None = None, target: str = "
     fusions keeps its own. `builder` makes another target's kernels (gpu_runtime.py)."""
     if not has_fusions(module):
         module = fuse(module, target)
-    builder = builder or ProgramBuilder(kernel_for)
+    builder = builder or ProgramBuilder(kernel_for, update_kernel_for=kernel_for)
     params, k = [], 0
     for p in module.entry.parameters:
         value, k = _param_value(p.shape, k)
@@ -156,6 +157,8 @@ def build(module: Module, builder: ProgramBuilder | None = None, target: str = "
     out_shapes = module.entry.root.shape.leaves() if module.entry.root.shape.is_tuple else \
         [module.entry.root.shape]
     out_shapes = [s for s in out_shapes if s.dtype.numpy is not None]
+    if builder.update_kernel_for:
+        in_place.apply(program, results, builder.update_kernel_for)
     _bind_outputs(program, results)
     buffers.assign(program, results)
     return program, builder, out_shapes, k
@@ -174,11 +177,10 @@ def _param_value(shape, k: int):
 
 
 def _bind_outputs(program: Program, results: list[Buffer]) -> None:
-    """A result computed by a kernel or fallback at the top level is written straight into
-    the output array; any other (a parameter, a constant, a repeat, a loop's state) is
-    copied there at the end."""
-    produced = {id(b) for s in program.steps if not isinstance(s, (While, Conditional))
-                for b in getattr(s, "outs", [])}
+    """A result written by a step at the top level (a kernel, a fallback, a loop's state, a
+    conditional's result) is written straight into the output array; any other (a
+    parameter, a constant, a repeat) is copied there at the end."""
+    produced = {id(b) for s in program.steps for b in step_io(s)[0]}
     seen = set()
     for k, buf in enumerate(results):
         if buf.kind == "temp" and id(buf) in produced and id(buf) not in seen:

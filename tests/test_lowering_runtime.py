@@ -86,6 +86,153 @@ body {
     assert_matches(ours[0], want[0], 0, "scan")
 
 
+SCAN = """cond {
+  s = (s32[], f32[4,8], f32[10,4,8], f32[10,4,8]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant(10)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+body {
+  s = (s32[], f32[4,8], f32[10,4,8], f32[10,4,8]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  h = f32[4,8] get-tuple-element(s), index=1
+  ys = f32[10,4,8] get-tuple-element(s), index=2
+  xs = f32[10,4,8] get-tuple-element(s), index=3
+  z = s32[] constant(0)
+  x3 = f32[1,4,8] dynamic-slice(xs, i, z, z), dynamic_slice_sizes={1,4,8}
+  x = f32[4,8] reshape(x3)
+  hx = f32[4,8] add(h, x)
+  h2 = f32[4,8] tanh(hx)
+  y = f32[1,4,8] reshape(h2)
+  ys2 = f32[10,4,8] dynamic-update-slice(ys, y, i, z, z)
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  ROOT t = (s32[], f32[4,8], f32[10,4,8], f32[10,4,8]) tuple(j, h2, ys2, xs)
+}"""
+
+
+def test_a_scan_updates_its_stacked_outputs_in_place():
+    """A scan (jax.lax.scan) writes one slice of its stacked outputs per iteration: the
+    stacked buffer is made once (in the output array itself), the update kernel writes only
+    the slice, and the loop copies neither it nor the scanned inputs (the caller's array)."""
+    from hlo_opt.lowering.program import Copy, While
+    from hlo_opt.lowering.runtime import build
+    text = module("""
+        h0 = f32[4,8] parameter(0)
+        xs = f32[10,4,8] parameter(1)
+        zero = s32[] constant(0)
+        c = f32[] constant(0)
+        ys = f32[10,4,8] broadcast(c), dimensions={}
+        init = (s32[], f32[4,8], f32[10,4,8], f32[10,4,8]) tuple(zero, h0, ys, xs)
+        w = (s32[], f32[4,8], f32[10,4,8], f32[10,4,8]) while(init), condition=cond, body=body
+        h = f32[4,8] get-tuple-element(w), index=1
+        out = f32[10,4,8] get-tuple-element(w), index=2
+        ROOT r = (f32[4,8], f32[10,4,8]) tuple(h, out)""", SCAN)
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal((4, 8)).astype(np.float32),
+            rng.standard_normal((10, 4, 8)).astype(np.float32)]
+    saved = [a.copy() for a in args]
+    ours, want = run_both(text, args)
+    for g, w in zip(ours, want):
+        assert_matches(g, w, 4, "scan", atol=1e-6)   # tanh to a few ulp, 10 times
+    assert all(np.array_equal(a, s) for a, s in zip(args, saved))
+    program = build(hlo_opt.parse(text))[0]
+    [loop] = [s for s in program.steps if isinstance(s, While)]
+    stacked, scanned = loop.state[2], loop.state[3]
+    assert stacked.kind == "out" and loop.init[2] is stacked      # made in the output
+    assert scanned.kind == "param"                                # read where it lies
+    assert loop.body_results[2] is stacked and loop.body_results[3] is scanned
+    assert not any(isinstance(s, Copy) for s in loop.body.steps)
+    [update] = [s for s in loop.body.steps if stacked in s.outs]
+    assert stacked in update.ins          # one fusion computes h and writes its slice:
+    assert update.kernel.work == 2 * 4 * 8  # elements of both, not of the 10 x 4 x 8 stack
+
+
+@pytest.mark.parametrize("body", [
+    # A parameter is the caller's array: updated in a copy.
+    "ROOT d = f32[6,5] dynamic-update-slice(p, u, i, z)",
+    # The old value (a kernel's output, not fused into the update) is read after it.
+    """d = f32[6,5] dynamic-update-slice(e, u, i, z)
+       ROOT t = (f32[6,5], f32[6,5]) tuple(d, e)""",
+    # Both updates of one value read it before either writes.
+    """d1 = f32[6,5] dynamic-update-slice(e, u, i, z)
+       d2 = f32[6,5] dynamic-update-slice(e, u, z, z)
+       ROOT t = (f32[6,5], f32[6,5]) tuple(d1, d2)""",
+    # The update reads the array it updates.
+    """s = f32[2,5] slice(e), slice={[1:3], [0:5]}
+       ROOT d = f32[6,5] dynamic-update-slice(e, s, i, z)""",
+    # A conditional's branch updates its operand, which is read afterwards.
+    """b = pred[] compare(i, i), direction=EQ
+       c = f32[6,5] conditional(b, e, e), true_computation=upd, false_computation=upd
+       ROOT t = (f32[6,5], f32[6,5]) tuple(c, e)""",
+])
+def test_an_update_in_place_never_overwrites_a_value_still_read(body):
+    comps = """lt { a = f32[] parameter(0)
+ b = f32[] parameter(1)
+ ROOT r = pred[] compare(a, b), direction=LT }
+upd { q = f32[6,5] parameter(0)
+ k = f32[1,5] constant({{1, 2, 3, 4, 5}})
+ z = s32[] constant(0)
+ ROOT d = f32[6,5] dynamic-update-slice(q, k, z, z) }"""
+    body = """p = f32[6,5] parameter(0)
+        u = f32[2,5] parameter(1)
+        i = s32[] parameter(2)
+        z = s32[] constant(0)
+        e = f32[6,5] sort(p), dimensions={1}, to_apply=lt
+        """ + body
+    text = module(body, comps)
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal((6, 5)).astype(np.float32),
+            rng.standard_normal((2, 5)).astype(np.float32), np.int32(3)]
+    saved = [np.copy(a) for a in args]
+    ours, want = run_both(text, args)
+    for g, w in zip(ours, want):
+        assert_matches(g, w, 2, "update")
+    assert all(np.array_equal(a, s) for a, s in zip(args, saved))
+
+
+@pytest.mark.parametrize("results,init", [
+    ("j, u, a", "zero, e, e"),          # the old stacked value is also returned, rotated
+    ("j, u, b", "zero, e, e"),          # one initial buffer for two state elements
+    ("j, u, b", "zero, x, e"),          # the caller's array as initial state
+])
+def test_loop_state_updated_in_place_keeps_every_other_value(results, init):
+    comps = f"""cond {{
+  s = (s32[], f32[6,3], f32[6,3]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant(6)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}}
+body {{
+  s = (s32[], f32[6,3], f32[6,3]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  a = f32[6,3] get-tuple-element(s), index=1
+  b = f32[6,3] get-tuple-element(s), index=2
+  z = s32[] constant(0)
+  f = f32[] convert(i)
+  r = f32[1,3] broadcast(f), dimensions={{}}
+  u = f32[6,3] dynamic-update-slice(a, r, i, z)
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  ROOT t = (s32[], f32[6,3], f32[6,3]) tuple({results})
+}}"""
+    text = module(f"""
+        x = f32[6,3] parameter(0)
+        zero = s32[] constant(0)
+        e = f32[6,3] exponential(x)
+        init = (s32[], f32[6,3], f32[6,3]) tuple({init})
+        w = (s32[], f32[6,3], f32[6,3]) while(init), condition=cond, body=body
+        o1 = f32[6,3] get-tuple-element(w), index=1
+        o2 = f32[6,3] get-tuple-element(w), index=2
+        ROOT t = (f32[6,3], f32[6,3], f32[6,3]) tuple(o1, o2, e)""", comps)
+    x = np.random.default_rng(0).standard_normal((6, 3)).astype(np.float32)
+    saved = x.copy()
+    ours, want = run_both(text, [x])
+    for g, w in zip(ours, want):
+        assert_matches(g, w, 2, "loop")
+    assert np.array_equal(x, saved)
+
+
 @pytest.mark.parametrize("index", [-1, 0, 1, 2, 7])
 def test_conditional_by_index_clamps_to_the_last_branch(index):
     comps = """b0 { p = f32[3] parameter(0)

@@ -38,6 +38,7 @@ def module(body: str, computations: str = "") -> str:
 ADD = {t: f"add_{t} {{ a = {t}[] parameter(0)\n b = {t}[] parameter(1)\n ROOT r = {t}[] add(a, b) }}"
        for t in ("f32", "bf16", "s32", "f64", "pred", "u8")}
 MAX_F32 = "max_f32 { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT r = f32[] maximum(a, b) }"
+MUL_F32 = "mul_f32 { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT r = f32[] multiply(a, b) }"
 
 
 # ------------------------------------------------------------------------------ dot
@@ -334,6 +335,48 @@ def test_reduce_window_over_rows_folds_tiles_of_columns(body):
     """Windows that leave a minor run of 8 or more alone fold whole input rows into tiles
     of adjacent outputs (emit_reduce._window_layout)."""
     check(module(body, "\n".join([MAX_F32, ADD["bf16"], ADD["s32"]])))
+
+
+# a fused product near 1 (a cumulative product of normal samples would over/underflow)
+NEAR_ONE = """h = f32[] constant(0.1)
+  hb = f32[40,300] broadcast(h), dimensions={}
+  y = f32[40,300] multiply(x, hb)
+  ob = f32[40,300] broadcast(z), dimensions={}
+  x1 = f32[40,300] add(y, ob)"""
+
+
+@pytest.mark.parametrize("shape,init,window,reducer,producer,reverse", [
+    # cumsum along rows (the minor dimension): 8 rows folded side by side
+    ("f32[16,300]", "0", "size=1x300 pad=0_0x299_0", "add_f32", "", False),
+    # cumprod down the columns of a fused product: a vectorized tile and a partial one
+    ("f32[40,300]", "1", "size=40x1 pad=39_0x0_0", "mul_f32", NEAR_ONE, False),
+    # cummax along a middle dimension, a run of 3 after it, 7 rows before it (no 8 divides)
+    ("f32[7,30,3]", "-inf", "size=1x30x1 pad=0_0x29_0x0_0", "max_f32", "", False),
+    # narrow floats accumulate in f32, rounded per output; a window wider than the dimension
+    ("bf16[6,50]", "0", "size=1x64 pad=0_0x63_0", "add_bf16", "", False),
+    # reversed (jnp.cumsum(reverse=True)): folded from the end
+    ("s32[20,12]", "0", "size=20x1 pad=0_19x0_0", "add_s32", "", True),
+    ("f32[5,33]", "0", "size=1x33 pad=0_0x0_32", "add_f32", "", True),
+])
+def test_cumulative_windows_are_running_folds(shape, init, window, reducer, producer, reverse):
+    """A window spanning a whole dimension from one side (jnp.cumsum, cumprod, cummax) is a
+    running fold: O(n) work, not O(n * window). Forwards it folds in the window's own
+    order, so even float sums equal the interpreter's bit for bit; reversed, the same terms
+    are added from the other end (rounding differs)."""
+    from hlo_opt.lowering.emit_reduce import plan_reduce_window
+    t = shape.split("[")[0]
+    text = module(f"""x = {shape} parameter(0)
+        z = {t}[] constant({init})
+        {producer}
+        ROOT r = {shape} reduce-window({"x1" if producer else "x"}, z), window={{{window}}}, to_apply={reducer}""",
+                  "\n".join([MAX_F32, MUL_F32, ADD["f32"], ADD["bf16"], ADD["s32"]]))
+    m = hlo_opt.parse(text)
+    assert plan_reduce_window(m.entry.root)[1] == m.entry.root.shape.num_elements
+    if reverse:
+        check(text)
+        return
+    ours, want = run_both(m, random_inputs(m, 0))
+    assert_matches(ours[0], want[0], 0, "running fold")
 
 
 def test_variadic_reduce_window_over_rows():

@@ -1,0 +1,139 @@
+"""Buffers reused in place: no copy of a large array where its old value is dead.
+
+Run on a built program before buffer assignment (runtime.build), by identity of buffers:
+
+* a kernel output that is a dynamic-update-slice of an input nobody else in the kernel
+  reads (a scan writing one slice of its stacked outputs per iteration) is written into
+  that input's buffer, storing only the update (emit_kernel's `updates`), when the old
+  value is dead there: a temporary of the same program, or the state of the loop whose
+  body this is and that the body returns in the same position, read by no later step and
+  not a result. Module parameters (the caller's arrays) and constants are never written;
+* a loop's state element is its initial value's buffer, so nothing is copied in, when the
+  loop never writes it (an invariant: weights, the scanned inputs), or when that buffer is a
+  temporary of the enclosing program that nothing reads after the loop.
+
+Together: a scan's stacked buffer is made once, updated in place each iteration, and
+passes through the loop without a copy.
+"""
+from __future__ import annotations
+
+from dataclasses import fields
+
+from .emit_kernel import kernel_outputs
+from .program import Buffer, Conditional, KernelStep, Program, While, step_io
+
+
+def apply(program: Program, results: list[Buffer], update_kernel_for) -> None:
+    """Rewrite `program` (and the programs it runs) in place; `results` (its result
+    buffers, updated too) stay live to its end. `update_kernel_for(comp, updates)` is the
+    kernel computing `comp` with those outputs updated in place."""
+    _program(program, results, None, update_kernel_for)
+
+
+def updatable(comp) -> list[tuple[int, int, int]]:
+    """(output position, its buffer's position among the kernel's output buffers, parameter
+    number) of every output of a kernel computing `comp` that may update an input in place:
+    a dynamic-update-slice (not of a scalar), output once, whose operand 0 is a parameter no
+    other instruction reads."""
+    outputs = kernel_outputs(comp)
+    found, leaf = [], 0
+    for k, out in enumerate(outputs):
+        target = out.operands[0] if out.opcode == "dynamic-update-slice" else None
+        if target is not None and target.opcode == "parameter" and out.shape.rank and \
+                sum(o is out for o in outputs) == 1 and \
+                sum(o is target for i in comp.post_order() for o in i.operands) == 1:
+            found.append((k, leaf, target.parameter_number))
+        leaf += len(out.shape.leaves()) if out.shape.is_tuple else 1
+    return found
+
+
+def _program(program: Program, results: list[Buffer], loop: While | None, kernel_for) -> None:
+    """`loop`: the While whose body `program` is (its state may be updated in place)."""
+    for n, step in enumerate(program.steps):
+        if isinstance(step, While):
+            _program(step.cond, [step.cond_result], None, kernel_for)
+            _program(step.body, step.body_results, step, kernel_for)
+            _share_initial_values(program, n, results)
+        elif isinstance(step, Conditional):
+            for branch, branch_results in step.branches:
+                _program(branch, branch_results, None, kernel_for)
+        elif isinstance(step, KernelStep) and step.kernel.comp is not None:
+            _update_in_place(program, n, results, loop, kernel_for)
+
+
+def _update_in_place(program: Program, n: int, results: list[Buffer], loop: While | None,
+                     kernel_for) -> None:
+    step = program.steps[n]
+    chosen = [(k, step.outs[leaf], step.ins[p]) for k, leaf, p in updatable(step.kernel.comp)
+              if _overwritable(program, n, step.ins[p], step.outs[leaf], results, loop)]
+    if not chosen:
+        return
+    step.kernel = kernel_for(step.kernel.comp, tuple(k for k, _, _ in chosen))
+    for _, out, target in chosen:
+        _substitute(program, out, target, results)
+
+
+def _overwritable(program: Program, n: int, target: Buffer, out: Buffer,
+                  results: list[Buffer], loop: While | None) -> bool:
+    """Whether step n may write `out` into `target`, its input, whose value is then lost."""
+    step = program.steps[n]
+    if sum(b is target for b in step.ins) != 1 or not _dead_after(program, n, target, results):
+        return False
+    if any(t is target for t in program.temps):
+        return True
+    # the loop's own state: the body must return the update in the same position
+    return loop is not None and any(s is target and r is out
+                                    for s, r in zip(loop.state, loop.body_results))
+
+
+def _share_initial_values(program: Program, n: int, results: list[Buffer]) -> None:
+    """Loop state elements of step n that can live in their initial value's buffer."""
+    step = program.steps[n]
+    written = _written(step.body) | _written(step.cond)
+    for k, (state, init) in enumerate(zip(step.state, step.init)):
+        invariant = step.body_results[k] is state and id(state) not in written
+        dead = any(t is init for t in program.temps) and \
+            sum(i is init for i in step.init) == 1 and _dead_after(program, n, init, results)
+        if invariant or dead:
+            _substitute(program, state, init, results)
+
+
+def _dead_after(program: Program, n: int, buf: Buffer, results: list[Buffer]) -> bool:
+    """Nothing after step n reads `buf`, and it is no result of the program."""
+    if any(r is buf for r in results):
+        return False
+    return not any(b is buf for step in program.steps[n + 1:] for b in step_io(step)[1])
+
+
+def _written(program: Program) -> set[int]:
+    """Ids of every buffer the steps of `program` (and the programs they run) write."""
+    out: set[int] = set()
+    for step in program.steps:
+        out.update(id(b) for b in step_io(step)[0])
+        if isinstance(step, While):
+            out |= _written(step.cond) | _written(step.body)
+        elif isinstance(step, Conditional):
+            for branch, _ in step.branches:
+                out |= _written(branch)
+    return out
+
+
+def _substitute(program: Program, old: Buffer, new: Buffer, results: list[Buffer]) -> None:
+    """`new` wherever `program` (and what it runs) or `results` refers to `old`."""
+    program.temps[:] = [t for t in program.temps if t is not old]
+    results[:] = _replaced(results, old, new)
+    for step in program.steps:
+        for f in fields(step):
+            setattr(step, f.name, _replaced(getattr(step, f.name), old, new))
+
+
+def _replaced(value, old: Buffer, new: Buffer):
+    if value is old:
+        return new
+    if isinstance(value, list):
+        return [_replaced(v, old, new) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_replaced(v, old, new) for v in value)
+    if isinstance(value, Program):
+        _substitute(value, old, new, [])
+    return value
