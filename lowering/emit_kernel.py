@@ -243,7 +243,7 @@ def _plan(roots, stored):
 SHORT_ROW = 16
 
 COORDINATE_OPS = frozenset("""transpose slice pad concatenate reverse iota dynamic-slice
-dynamic-update-slice gather reduce reduce-window fft""".split())
+dynamic-update-slice gather reduce reduce-window""".split())
 
 
 def needs_coordinates(root, sources) -> bool:

@@ -238,15 +238,43 @@ def test_variadic_reduce_window_over_rows():
     ("c64[2,4,6]", "c64[2,4,6]", "fft_type=FFT, fft_length={4,6}"),
     ("f32[4,6]", "c64[4,4]", "fft_type=RFFT, fft_length={4,6}"),
     ("c128[2,8]", "c128[2,8]", "fft_type=FFT, fft_length={8}"),
-    # Longer than emit_fft.MATRIX_POINTS: twiddles read at k * j mod n, not from a matrix.
     ("c64[2,100]", "c64[2,100]", "fft_type=IFFT, fft_length={100}"),
     ("c64[2,66]", "f32[2,130]", "fft_type=IRFFT, fft_length={130}"),
     ("c64[2,3,70]", "c64[2,3,70]", "fft_type=FFT, fft_length={3,70}"),
+    # Every radix of emit_fft.RADICES in one length; lengths with a prime factor above them
+    # (Bluestein's chirp-z through a power-of-two FFT), in f32 and f64.
+    ("c64[2,60060]", "c64[2,60060]", "fft_type=FFT, fft_length={60060}"),
+    ("c64[3,17]", "c64[3,17]", "fft_type=FFT, fft_length={17}"),
+    ("c64[2,1009]", "c64[2,1009]", "fft_type=IFFT, fft_length={1009}"),
+    ("f32[2,34]", "c64[2,18]", "fft_type=RFFT, fft_length={34}"),
+    ("c128[2,1009]", "c128[2,1009]", "fft_type=FFT, fft_length={1009}"),
+    # Transforms of any size run compiled (no interpreter fallback).
+    ("c64[2,65536]", "c64[2,65536]", "fft_type=FFT, fft_length={65536}"),
+    ("f32[64,64]", "c64[64,33]", "fft_type=RFFT, fft_length={64,64}"),
+    # Multi-dimensional IRFFT: complex inverse passes over the leading dims, then the real one.
+    ("c64[2,8,5]", "f32[2,8,8]", "fft_type=IRFFT, fft_length={8,8}"),
+    ("c64[3,4,9]", "f32[3,4,16]", "fft_type=IRFFT, fft_length={3,4,16}"),
+    ("f32[2,3,5,7]", "c64[2,3,5,4]", "fft_type=RFFT, fft_length={3,5,7}"),
+    ("c64[3,1]", "f32[3,1]", "fft_type=IRFFT, fft_length={1}"),
 ])
 def test_fft(x, out, attrs):
     check(module(f"""
         x = {x} parameter(0)
         ROOT f = {out} fft(x), {attrs}"""), rel=1e-6)
+
+
+def test_fft_reads_fused_producers_and_feeds_consumers():
+    """Producers are computed as the first pass reads its lines; consumers read the stored
+    transform."""
+    check(module("""
+        x = f32[4,48] parameter(0)
+        y = f32[4,48] parameter(1)
+        e = f32[4,48] exponential(x)
+        z = c64[4,48] complex(e, y)
+        f = c64[4,48] fft(z), fft_type=FFT, fft_length={48}
+        h = c64[] constant((0.5, 0))
+        hb = c64[4,48] broadcast(h), dimensions={}
+        ROOT m = c64[4,48] multiply(f, hb)"""), rel=1e-6)
 
 
 # ----------------------------------------------------------------- gather, scatter, sort
