@@ -1,8 +1,11 @@
 """sort and top-k: a stable bottom-up merge sort of each row, the order inlined.
 
-Each row along the sort dimension sorts a permutation of positions (two i64 arrays per
-thread in scratch); the outputs are then the operands gathered through the permutation, so
-variadic sorts move all operands together. Merging takes from the right run only when its
+Each row along the sort dimension is first copied into per-thread scratch, one contiguous
+array per operand (and, for top-k, one of positions), computing what is fused into the sort;
+the merge passes then compare values read from there and move every array's element
+together (as raw bytes), between two buffers per array. No comparison reads through an
+index or a strided operand, so a sort along a non-minor dimension costs one strided read
+per element, not one per comparison. Merging takes from the right run only when its
 element is strictly before, which makes the sort stable: the answer the interpreter gives
 whether or not is_stable is set. Rows are independent, so threads split them.
 
@@ -15,10 +18,12 @@ from __future__ import annotations
 
 import math
 
+from llvmlite import ir
+
 from .emit_elementwise import _total_order_key
 from .emit_kernel import register as register_phase
 from .emit_loops import Index, const, delinearize, for_range, linearize
-from .ltypes import I8, I32, I64, elem, store
+from .ltypes import I8, I32, I64, elem, load, store
 
 
 def geometry(inst):
@@ -32,7 +37,24 @@ def geometry(inst):
 def plan_sort(inst):
     dims, d, length, rows = geometry(inst)
     passes = max(1, math.ceil(math.log2(max(length, 2))))
-    return rows, float(rows * length * passes * len(inst.operands)), 2 * 8 * max(length, 1) + 64
+    return rows, float(rows * length * passes * len(inst.operands)), scratch_bytes(inst)
+
+
+def _carried(inst) -> list[int]:
+    """Bytes per element of the arrays a row sorts together: the operands, and for top-k
+    the positions (s32)."""
+    sizes = [o.shape.dtype.numpy.itemsize for o in inst.operands]
+    return sizes if inst.opcode == "sort" else sizes + [4]
+
+
+def scratch_bytes(inst) -> int:
+    """Per thread: two buffers (merge source and destination) of each carried array."""
+    length = geometry(inst)[2]
+    return sum(2 * _padded(length * size) for size in _carried(inst)) + 64
+
+
+def _padded(n: int) -> int:
+    return (n + 63) // 64 * 64
 
 
 def row_elements(gen, inst, row):
@@ -80,20 +102,34 @@ def emit_sort(kb, inst, dests, lo, hi):
     dims, d, length, rows = geometry(inst)
     if length == 0:
         return
-    per_thread = 2 * 8 * length + 64
-    scratch = b.gep(kb.scratch, [b.mul(kb.slot, I64(per_thread))], inbounds=True, source_etype=I8)
-    buffers = [scratch, b.gep(scratch, [I64(length)], inbounds=True, source_etype=I64)]
+    sizes = _carried(inst)
+    ets = [elem(o.shape.element_type) for o in inst.operands]
+    raw = [ir.IntType(8 * size) for size in sizes]
+    base = b.gep(kb.scratch, [b.mul(kb.slot, I64(scratch_bytes(inst)))], inbounds=True,
+                 source_etype=I8)
+    buffers, offset = ([], []), 0
+    for size in sizes:
+        for half in buffers:
+            half.append(b.gep(base, [I64(offset)], inbounds=True, source_etype=I8))
+            offset += _padded(length * size)
     passes = math.ceil(math.log2(length)) if length > 1 else 0
     i_slot, j_slot = gen.alloca(I64), gen.alloca(I64)
 
+    def move(src, dst, k, at, to):
+        b.store(b.load(_at(b, src[k], at, raw[k]), typ=raw[k]), _at(b, dst[k], to, raw[k]))
+
     with for_range(b, lo, hi, "row", vectorize=False) as r:
         coords, element = row_elements(gen, inst, r)
-        before = order(gen, inst, element)
-
-        with for_range(b, 0, length, "init") as i:
-            b.store(i, _at(b, buffers[0], i))
+        with for_range(b, 0, length, "init") as pos:      # the row, contiguous
+            gen.push_scope()
+            for k, et in enumerate(ets):
+                store(b, element(k, pos), buffers[0][k], et, pos)
+            if len(sizes) > len(ets):
+                b.store(b.trunc(pos, I32), _at(b, buffers[0][-1], pos, I32))
+            gen.pop_scope()
         for p in range(passes):
             src, dst = buffers[p % 2], buffers[(p + 1) % 2]
+            before = order(gen, inst, lambda k, pos, src=src: load(b, src[k], ets[k], pos))
             width = 1 << p
             blocks = -(-length // (2 * width))
             with for_range(b, 0, blocks, "blk", vectorize=False) as blk:
@@ -107,34 +143,25 @@ def emit_sort(kb, inst, dests, lo, hi):
                     i, j = b.load(i_slot, typ=I64), b.load(j_slot, typ=I64)
                     left_ok = b.icmp_signed("<", i, mid)
                     right_ok = b.icmp_signed("<", j, end)
-                    a = b.load(_at(b, src, _min(b, i, b.sub(mid, I64(1)))), typ=I64)
-                    c = b.load(_at(b, src, _min(b, j, b.sub(end, I64(1)))), typ=I64)
+                    a = _min(b, i, b.sub(mid, I64(1)))
+                    c = _min(b, j, b.sub(end, I64(1)))
                     take_right = b.and_(right_ok, b.or_(b.not_(left_ok), before(c, a)))
-                    b.store(b.select(take_right, c, a), _at(b, dst, k))
+                    pick = b.select(take_right, c, a)
+                    for q in range(len(sizes)):
+                        move(src, dst, q, pick, k)
                     b.store(b.add(i, b.zext(b.not_(take_right), I64)), i_slot)
                     b.store(b.add(j, b.zext(take_right, I64)), j_slot)
                     gen.pop_scope()
         final = buffers[passes % 2]
-        if inst.opcode == "sort":
-            out_dims, count = dims, length
-        else:
-            out_dims = (inst.shape.elements[0].dims)
-            count = out_dims[-1]
-        with for_range(b, 0, count, "out") as pos:
-            gen.push_scope()
-            src_pos = b.load(_at(b, final, pos), typ=I64)
+        out_dims = dims if inst.opcode == "sort" else inst.shape.elements[0].dims
+        with for_range(b, 0, out_dims[d], "out") as pos:
             lin = const(linearize(b, coords(pos), out_dims))
-            if inst.opcode == "sort":
-                for k, dest in enumerate(dests):
-                    store(b, element(k, src_pos), dest.ptr, dest.et, lin)
-            else:
-                store(b, element(0, src_pos), dests[0].ptr, dests[0].et, lin)
-                store(b, b.trunc(src_pos, I32), dests[1].ptr, dests[1].et, lin)
-            gen.pop_scope()
+            for q, dest in enumerate(dests):
+                move(final, [x.ptr for x in dests], q, pos, lin)
 
 
-def _at(b, base, i):
-    return b.gep(base, [i], inbounds=True, source_etype=I64)
+def _at(b, base, i, typ=I64):
+    return b.gep(base, [i], inbounds=True, source_etype=typ)
 
 
 def _min(b, x, y):

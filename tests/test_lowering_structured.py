@@ -5,6 +5,7 @@ reduce-window, gather, scatter, sort, select-and-scatter, and data movement fuse
 """
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -318,21 +319,43 @@ def test_scatter_overwrite_last_update_wins():
     assert_matches(ours[0], want[0], 0, "scatter set")
 
 
+def comparator(types, direction: str) -> str:
+    """Sort computation `cmp` over operands of `types`, comparing the first's values."""
+    params = [f"  p{k} = {t}[] parameter({k})" for k, t in enumerate(t for t in types
+                                                                      for _ in "ab")]
+    return "cmp {\n" + "\n".join(params) + \
+        f"\n  ROOT r = pred[] compare(p0, p1), direction={direction}\n}}"
+
+
 def test_sort_variadic_stable_descending():
-    comp = """gt {
-  a = f32[] parameter(0)
-  b = f32[] parameter(1)
-  i = s32[] parameter(2)
-  j = s32[] parameter(3)
-  ROOT r = pred[] compare(a, b), direction=GT
-}"""
     text = module("""
         x = f32[3,57] parameter(0)
         i = s32[3,57] iota(), iota_dimension=1
-        ROOT s = (f32[3,57], s32[3,57]) sort(x, i), dimensions={1}, is_stable=true, to_apply=gt""",
-                  comp)
+        ROOT s = (f32[3,57], s32[3,57]) sort(x, i), dimensions={1}, is_stable=true, to_apply=cmp""",
+                  comparator(["f32", "s32"], "GT"))
     x = np.round(np.random.default_rng(0).standard_normal((3, 57)).astype(np.float32) * 2)
     ours, want = run_both(text, [x])
+    for g, w in zip(ours, want):
+        assert_matches(g, w, 0, "sort")
+
+
+def test_sort_along_a_major_dimension_carries_every_operand_type():
+    """Rows along dimension 0 (strided) are copied to contiguous scratch once; the merge
+    moves bf16, pred, c64 and f64 elements with the key, and equal keys keep their order."""
+    text = module("""
+        x = bf16[37,3] parameter(0)
+        n = bf16[37,3] negate(x)
+        p = pred[37,3] parameter(1)
+        c = c64[37,3] parameter(2)
+        e = f64[37,3] parameter(3)
+        ROOT s = (bf16[37,3], pred[37,3], c64[37,3], f64[37,3]) sort(n, p, c, e), dimensions={0}, to_apply=cmp""",
+                  comparator(["bf16", "pred", "c64", "f64"], "LT"))
+    rng = np.random.default_rng(3)
+    x = np.round(rng.standard_normal((37, 3)) * 2).astype(ml_dtypes.bfloat16)
+    p = rng.standard_normal((37, 3)) > 0
+    c = (rng.standard_normal((37, 3)) + 1j * rng.standard_normal((37, 3))).astype(np.complex64)
+    e = rng.standard_normal((37, 3))
+    ours, want = run_both(text, [x, p, c, e])
     for g, w in zip(ours, want):
         assert_matches(g, w, 0, "sort")
 
