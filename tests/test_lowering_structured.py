@@ -372,6 +372,21 @@ def test_topk_orders_nan_first_and_keeps_ties_in_place(largest):
         assert_matches(g, w, 0, "topk")
 
 
+@pytest.mark.parametrize("k", [1, 16, 17, 300])
+@pytest.mark.parametrize("largest", ["true", "false"])
+def test_topk_with_many_ties_equals_a_stable_sort(k, largest):
+    """Up to emit_sort.SELECT_K by insertion into the best k, above it by merge sort: the
+    same answer, ties in row order. Rows ascending, descending and random (few values)."""
+    text = module(f"""
+        x = s32[3,300] parameter(0)
+        ROOT t = (s32[3,{k}], s32[3,{k}]) topk(x), k={k}, largest={largest}""")
+    x = np.stack([np.arange(300) // 7, np.arange(300)[::-1] // 7,
+                  np.random.default_rng(5).integers(0, 9, 300)]).astype(np.int32)
+    ours, want = run_both(text, [x])
+    for g, w in zip(ours, want):
+        assert_matches(g, w, 0, "topk")
+
+
 def test_xla_topk_custom_call():
     gt = "gt { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT r = pred[] compare(a, b), direction=GT }"
     text = module("""
