@@ -85,20 +85,29 @@ class Geometry:
     def batch(self) -> int:
         return math.prod(self.batch_dims)
 
-    def line_bytes(self) -> int:
-        width = 8 if self.ctype == F64 else 4
-        return 4 * width * max(_capacity(n) for n in self.lengths)
+    @property
+    def capacity(self) -> int:
+        """Points of each of the four line arrays (two buffers of (re, im))."""
+        return max(_capacity(n) for n in self.lengths)
 
-    def block_bytes(self) -> int:
-        width = 8 if self.ctype == F64 else 4
-        return 2 * width * math.prod(self.block) if self.r > 1 else 0
+    def line_bytes(self) -> int:
+        return 4 * self._width * self.capacity
+
+    def scratch_bytes(self) -> int:
+        """Per thread: the line arrays, then for rank > 1 the block of one batch item."""
+        block = 2 * self._width * math.prod(self.block) if self.r > 1 else 0
+        return self.line_bytes() + block + 64
+
+    @property
+    def _width(self) -> int:
+        return 8 if self.ctype == F64 else 4
 
 
 def plan_fft(inst):
     g = Geometry(inst)
     points = math.prod(g.lengths)
     passes = sum(math.log2(max(_capacity(n), 2)) * (1 if factors(n) else 3) for n in g.lengths)
-    return g.batch, float(g.batch * points * passes * 2), g.line_bytes() + g.block_bytes() + 64
+    return g.batch, float(g.batch * points * passes * 2), g.scratch_bytes()
 
 
 def emit_fft(kb, inst, dests, lo, hi):
@@ -108,11 +117,10 @@ def emit_fft(kb, inst, dests, lo, hi):
     if g.batch == 0 or math.prod(g.lengths) == 0:
         return
     t = g.ctype
-    per_thread = g.line_bytes() + g.block_bytes() + 64
-    base = b.gep(kb.scratch, [b.mul(kb.slot, I64(per_thread))], inbounds=True, source_etype=I8)
-    cap = max(_capacity(n) for n in g.lengths)
-    bufs = [Pair(*(b.gep(base, [I64(k * cap)], inbounds=True, source_etype=t) for k in pair), t)
-            for pair in ((0, 1), (2, 3))]
+    base = b.gep(kb.scratch, [b.mul(kb.slot, I64(g.scratch_bytes()))], inbounds=True,
+                 source_etype=I8)
+    bufs = [Pair(*(b.gep(base, [I64(k * g.capacity)], inbounds=True, source_etype=t)
+                   for k in pair), t) for pair in ((0, 1), (2, 3))]
     block = b.gep(base, [I64(g.line_bytes())], inbounds=True, source_etype=I8)
     x = inst.operands[0]
     in_et, out_et = elem(x.shape.element_type), elem(inst.shape.element_type)
