@@ -5,8 +5,11 @@ array per operand (and, for top-k, one of positions), computing what is fused in
 the merge passes then compare values read from there and move every array's element
 together (as raw bytes), between two buffers per array. No comparison reads through an
 index or a strided operand, so a sort along a non-minor dimension costs one strided read
-per element, not one per comparison. Merging takes from the right run only when its
-element is strictly before, which makes the sort stable: the answer the interpreter gives
+per element, not one per comparison. Each merge fills its output from both ends at once
+(the smallest remaining element to the front, the largest to the back): two independent
+dependency chains per step instead of one. The front takes from the right run only when
+its element is strictly before, the back from the left run only when the right's is
+strictly before, which makes the sort stable: the answer the interpreter gives
 whether or not is_stable is set. Rows are independent, so threads split them.
 
 Top-k of at most SELECT_K elements keeps the best k of each row in order instead,
@@ -158,7 +161,7 @@ def _merge_sort(gen, inst, element, buffers, length, move):
             b.store(b.trunc(pos, I32), _at(b, buffers[0][-1], pos, I32))
         gen.pop_scope()
     passes = math.ceil(math.log2(length)) if length > 1 else 0
-    i_slot, j_slot = gen.alloca(I64), gen.alloca(I64)
+    i_slot, j_slot, ii_slot, jj_slot = (gen.alloca(I64) for _ in range(4))
     for p in range(passes):
         src, dst = buffers[p % 2], buffers[(p + 1) % 2]
         before = order(gen, inst, lambda k, pos, src=src: load(b, src[k], ets[k], pos))
@@ -168,21 +171,33 @@ def _merge_sort(gen, inst, element, buffers, length, move):
             start = b.mul(blk, I64(2 * width))
             mid = _min(b, b.add(start, I64(width)), I64(length))
             end = _min(b, b.add(start, I64(2 * width)), I64(length))
-            b.store(start, i_slot)
-            b.store(mid, j_slot)
-            with for_range(b, start, end, "m", vectorize=False) as k:
+            last = b.sub(end, I64(1))
+            for slot, value in ((i_slot, start), (j_slot, mid), (ii_slot, b.sub(mid, I64(1))),
+                                (jj_slot, last)):
+                b.store(value, slot)
+            half = b.lshr(b.add(b.sub(end, start), I64(1)), I64(1))
+            with for_range(b, 0, half, "m", vectorize=False) as step:
                 gen.push_scope()
-                i, j = b.load(i_slot, typ=I64), b.load(j_slot, typ=I64)
-                left_ok = b.icmp_signed("<", i, mid)
-                right_ok = b.icmp_signed("<", j, end)
-                a = _min(b, i, b.sub(mid, I64(1)))
-                c = _min(b, j, b.sub(end, I64(1)))
-                take_right = b.and_(right_ok, b.or_(b.not_(left_ok), before(c, a)))
-                pick = b.select(take_right, c, a)
-                for q in range(len(buffers[0])):
-                    move(src, dst, q, pick, k)
+                i, j, ii, jj = (b.load(s, typ=I64) for s in (i_slot, j_slot, ii_slot, jj_slot))
+                # The largest remaining element goes to the back (ties: the right run's
+                # first), the smallest to the front: two independent chains per step.
+                a, c = _max(b, ii, start), _max(b, jj, mid)
+                take_left = b.and_(b.icmp_signed(">=", ii, start), b.or_(
+                    b.icmp_signed("<", jj, mid), before(c, a)))
+                back = b.select(take_left, a, c)
+                b.store(b.sub(ii, b.zext(take_left, I64)), ii_slot)
+                b.store(b.sub(jj, b.zext(b.not_(take_left), I64)), jj_slot)
+                a, c = _min(b, i, b.sub(mid, I64(1))), _min(b, j, last)
+                take_right = b.and_(b.icmp_signed("<", j, end), b.or_(
+                    b.icmp_signed(">=", i, mid), before(c, a)))
+                front = b.select(take_right, c, a)
                 b.store(b.add(i, b.zext(b.not_(take_right), I64)), i_slot)
                 b.store(b.add(j, b.zext(take_right, I64)), j_slot)
+                # An odd block's last step has no back half: its store lands where the
+                # front's goes, which follows it.
+                for q in range(len(buffers[0])):
+                    move(src, dst, q, back, b.sub(last, step))
+                    move(src, dst, q, front, b.add(start, step))
                 gen.pop_scope()
     return buffers[passes % 2]
 
@@ -230,6 +245,10 @@ def _select(gen, inst, element, buf, length, k, move):
 
 def _at(b, base, i, typ=I64):
     return b.gep(base, [i], inbounds=True, source_etype=typ)
+
+
+def _max(b, x, y):
+    return b.select(b.icmp_signed(">", x, y), x, y)
 
 
 def _min(b, x, y):

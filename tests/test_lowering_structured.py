@@ -339,6 +339,22 @@ def test_sort_variadic_stable_descending():
         assert_matches(g, w, 0, "sort")
 
 
+@pytest.mark.parametrize("n", [1, 2, 3, 9, 100])
+def test_sort_of_any_length_is_stable(n):
+    """Merge runs of every length, odd ones too (the front and back halves of a merge
+    meet in the middle); rows ascending, descending, constant and with many ties."""
+    text = module(f"""
+        x = s32[4,{n}] parameter(0)
+        i = s32[4,{n}] iota(), iota_dimension=1
+        ROOT s = (s32[4,{n}], s32[4,{n}]) sort(x, i), dimensions={{1}}, to_apply=cmp""",
+                  comparator(["s32", "s32"], "LT"))
+    x = np.stack([np.arange(n), np.arange(n)[::-1], np.zeros(n),
+                  np.random.default_rng(n).integers(0, 3, n)]).astype(np.int32)
+    ours, want = run_both(text, [x])
+    for g, w in zip(ours, want):
+        assert_matches(g, w, 0, "sort")
+
+
 def test_sort_along_a_major_dimension_carries_every_operand_type():
     """Rows along dimension 0 (strided) are copied to contiguous scratch once; the merge
     moves bf16, pred, c64 and f64 elements with the key, and equal keys keep their order."""
