@@ -6,7 +6,8 @@ ones first, then the real last one). A line is copied into per-thread scratch as
 real and imaginary arrays, transformed there and copied out, so producers fused into the fft
 are computed while the first pass reads its lines. Batch items (the dimensions before the
 transformed ones) are independent: threads split them. A transform of rank > 1 keeps its
-intermediate results in a per-thread block of scratch.
+intermediate results in its output, except IRFFT (a real output) in a per-thread block of
+scratch.
 
 One line of n points: factor n into radices 4, 2, 3, 5, 7, 11, 13 and run one self-sorting
 (Stockham) pass per factor between two buffers, the decimation-in-frequency form: a pass of
@@ -36,7 +37,7 @@ from llvmlite import ir
 
 from .emit_kernel import register as register_phase
 from .emit_loops import Index, const, delinearize, for_range, linearize, nest
-from .ltypes import F64, I8, I64, component, elem, store
+from .ltypes import F64, I8, I64, component, elem, load, store
 
 RADICES = (4, 2, 3, 5, 7, 11, 13)      # a prime factor above the last one: Bluestein
 
@@ -94,8 +95,10 @@ class Geometry:
         return 4 * self._width * self.capacity
 
     def scratch_bytes(self) -> int:
-        """Per thread: the line arrays, then for rank > 1 the block of one batch item."""
-        block = 2 * self._width * math.prod(self.block) if self.r > 1 else 0
+        """Per thread: the line arrays, then for an IRFFT of rank > 1 the block of one batch
+        item."""
+        block = 2 * self._width * math.prod(self.block) if self.r > 1 and \
+            self.kind == "IRFFT" else 0
         return self.line_bytes() + block + 64
 
     @property
@@ -127,6 +130,10 @@ def emit_fft(kb, inst, dests, lo, hi):
 
     with for_range(b, lo, hi, "batch", vectorize=False) as item:
         outer = delinearize(b, item, g.batch_dims)
+        if g.kind == "IRFFT":         # between passes: the block (the output is real)
+            inter, inter_et, prefix, inter_dims = block, in_et, [], g.block
+        else:                         # between passes: the output
+            inter, inter_et, prefix, inter_dims = dests[0].ptr, out_et, outer, g.out_dims
         for k, d in enumerate(g.order):
             first, last = k == 0, k == len(g.order) - 1
             n = g.lengths[d]
@@ -141,7 +148,8 @@ def emit_fft(kb, inst, dests, lo, hi):
 
                 def read(j):
                     if not first:
-                        return _block_load(b, block, t, linearize(b, at(j), g.block))
+                        return load(b, inter, inter_et,
+                                    const(linearize(b, prefix + at(j), inter_dims)))
                     v = gen.value(x, Index(x.shape.dims, values=outer + at(j)))
                     return v if in_et.kind == "complex" else (v, v.type(0.0))
 
@@ -150,7 +158,8 @@ def emit_fft(kb, inst, dests, lo, hi):
                         lin = const(linearize(b, outer + at(j), g.out_dims))
                         store(b, v[0] if real_out else v, dests[0].ptr, out_et, lin)
                     else:
-                        _block_store(b, block, t, linearize(b, at(j), g.block), v)
+                        store(b, v, inter, inter_et,
+                              const(linearize(b, prefix + at(j), inter_dims)))
                 _line(gen, n, g.inverse, t, bufs, read, write, dims[d],
                       n // 2 + 1 if g.kind == "RFFT" and first else n, real_out)
 
@@ -339,18 +348,6 @@ class Pair:
     def put(self, b, i, v):
         for p, part in zip((self.re, self.im), v):
             b.store(part, b.gep(p, [i], inbounds=True, source_etype=self.t))
-
-
-def _block_load(b, block, t, lin):
-    base = b.gep(block, [b.shl(const(lin), I64(1))], inbounds=True, source_etype=t)
-    return (b.load(base, typ=t),
-            b.load(b.gep(base, [I64(1)], inbounds=True, source_etype=t), typ=t))
-
-
-def _block_store(b, block, t, lin, v):
-    base = b.gep(block, [b.shl(const(lin), I64(1))], inbounds=True, source_etype=t)
-    b.store(v[0], base)
-    b.store(v[1], b.gep(base, [I64(1)], inbounds=True, source_etype=t))
 
 
 def _cast(b, v, t):
