@@ -37,7 +37,7 @@ from llvmlite import ir
 
 from .emit_kernel import register as register_phase
 from .emit_loops import Index, const, delinearize, for_range, linearize, nest
-from .ltypes import F64, I8, I64, component, elem, load, store
+from .ltypes import F64, I8, I64, component, elem, load, store, zero
 
 RADICES = (4, 2, 3, 5, 7, 11, 13)      # a prime factor above the last one: Bluestein
 
@@ -45,7 +45,9 @@ RADICES = (4, 2, 3, 5, 7, 11, 13)      # a prime factor above the last one: Blue
 def factors(n: int) -> list[int] | None:
     """The radices of n's passes, largest-first in RADICES order; None if n has a prime
     factor above RADICES[-1]."""
-    out = []
+    out: list[int] = []
+    if n <= 1:
+        return out
     for p in RADICES:
         while n % p == 0:
             out.append(p)
@@ -117,7 +119,12 @@ def emit_fft(kb, inst, dests, lo, hi):
     b = kb.b
     gen = kb.elemental()
     g = Geometry(inst)
-    if g.batch == 0 or math.prod(g.lengths) == 0:
+    x = inst.operands[0]
+    in_et, out_et = elem(x.shape.element_type), elem(inst.shape.element_type)
+    if math.prod(g.lengths) == 0:           # a sum over no points (RFFT of 0 has 1 output)
+        per_item = math.prod(g.out_dims[len(g.batch_dims):])
+        with for_range(b, b.mul(lo, I64(per_item)), b.mul(hi, I64(per_item)), "z") as i:
+            store(b, zero(out_et), dests[0].ptr, out_et, i)
         return
     t = g.ctype
     base = b.gep(kb.scratch, [b.mul(kb.slot, I64(g.scratch_bytes()))], inbounds=True,
@@ -125,8 +132,6 @@ def emit_fft(kb, inst, dests, lo, hi):
     bufs = [Pair(*(b.gep(base, [I64(k * g.capacity)], inbounds=True, source_etype=t)
                    for k in pair), t) for pair in ((0, 1), (2, 3))]
     block = b.gep(base, [I64(g.line_bytes())], inbounds=True, source_etype=I8)
-    x = inst.operands[0]
-    in_et, out_et = elem(x.shape.element_type), elem(inst.shape.element_type)
 
     with for_range(b, lo, hi, "batch", vectorize=False) as item:
         outer = delinearize(b, item, g.batch_dims)

@@ -264,6 +264,19 @@ def test_fft(x, out, attrs):
         ROOT f = {out} fft(x), {attrs}"""), rel=1e-6)
 
 
+def test_fft_of_no_points_sums_nothing():
+    """fft_length 0 (numpy refuses it): an RFFT's one output per row is 0; empty batches
+    and empty outputs compute nothing."""
+    exe = hlo_opt.compile(module("""
+        x = f32[3,0] parameter(0)
+        ROOT f = c64[3,1] fft(x), fft_type=RFFT, fft_length={0}"""))
+    assert np.array_equal(exe(np.ones((3, 0), np.float32))[0], np.zeros((3, 1), np.complex64))
+    exe = hlo_opt.compile(module("""
+        x = c64[0,8] parameter(0)
+        ROOT f = c64[0,8] fft(x), fft_type=FFT, fft_length={8}"""))
+    assert exe(np.ones((0, 8), np.complex64))[0].shape == (0, 8)
+
+
 def test_fft_reads_fused_producers_and_feeds_consumers():
     """Producers are computed as the first pass reads its lines; consumers read the stored
     transform."""
