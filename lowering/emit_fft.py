@@ -17,7 +17,9 @@ output u by w_{mp}^{ju} and writes it to y[q + s (p j + u)]. Twiddles are tables
 (f64) values rounded once to the working type, laid out per pass so each u reads them
 contiguously in j. A length with a prime factor above 13 uses Bluestein's chirp-z form: the
 line times a chirp, convolved (a power-of-two FFT, the product with the precomputed
-transform of the chirp, the inverse FFT) and times the chirp again. RFFT transforms the
+transform of the chirp, the inverse FFT) and times the chirp again (its tables are
+constants of M points, M the power of two >= 2n - 1: megabytes, and seconds of compile
+time, for n near 65536). RFFT transforms the
 real line as a complex one (imaginary parts 0) and keeps the first n/2+1 outputs; IRFFT
 rebuilds the upper half X[n-k] = conj(X[k]) and keeps the real part, which ignores the
 imaginary parts of X[0] and X[n/2] as numpy does. Inverse transforms divide by n per pass.
