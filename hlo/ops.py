@@ -235,13 +235,13 @@ exponential-minus-one log log-plus-one logistic tanh sine cosine tan atan2 erf p
 # of reading them from memory. The others (dot, reduce, sort, scatter, ...) run loops of
 # their own over their operands, so their results are stored before anything reads them.
 _PER_ELEMENT = frozenset("""broadcast reshape bitcast transpose slice pad concatenate reverse
-iota constant dynamic-slice dynamic-update-slice gather map reduce-window fft""".split())
+iota constant dynamic-slice dynamic-update-slice gather map reduce-window""".split())
 # Of those, the ones whose element is one operand element (or its index): recomputing them
 # costs only address arithmetic, so every loop that reads one may compute its own copy.
 INDEX_ONLY = frozenset("broadcast reshape bitcast transpose slice reverse iota copy".split())
 # Of those, the ones dearer than an add per element: computed once and stored when a loop
 # would evaluate one element of them several times (through a broadcast, a window, ...).
-EXPENSIVE_PER_ELEMENT = EXPENSIVE_ELEMENTWISE | {"reduce-window", "map", "gather", "fft"}
+EXPENSIVE_PER_ELEMENT = EXPENSIVE_ELEMENTWISE | {"reduce-window", "map", "gather"}
 
 
 def per_element(opcode: str) -> bool:

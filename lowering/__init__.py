@@ -17,9 +17,9 @@ driver), jit / compile_worker (LLVM, the cache, parallel compilation), libcalls 
 (what compiled code may call: our soft-float helpers, the runtime's symbols, the check
 before loading), runtime (Executable),
 fallback (what the interpreter runs instead); emit_gpu / emit_gpu_reduce / emit_gpu_split /
-emit_gpu_columns / emit_gpu_transpose / emit_gpu_sort / emit_gpu_scatter / gpu_frame /
-gpu_combine / gpu_loops / nvptx (PTX for GPU kernels, sharing the elemental generator and
-reducers), gpu_runtime / cuda_device (the same host program run on a GPU through the CUDA
+emit_gpu_columns / emit_gpu_transpose / emit_gpu_sort / emit_gpu_scatter / emit_gpu_fft /
+gpu_frame / gpu_combine / gpu_loops / nvptx (PTX for GPU kernels, sharing the elemental
+generator and reducers), gpu_runtime / cuda_device (the same host program run on a GPU through the CUDA
 driver). docs/lowering.md tells the whole story, docs/gpu.md the GPU's.
 """
 from __future__ import annotations

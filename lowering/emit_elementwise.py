@@ -28,8 +28,16 @@ NUM = REAL | INT
 
 def _abs(b, x, t, inst):
     if t.kind == "complex":
-        h = libm(b, "hypot", [_to64(b, x[0]), _to64(b, x[1])])
-        return _from64(b, h, component(t))
+        re, im = _to64(b, x[0]), _to64(b, x[1])
+        if component(t).compute == F64:
+            return libm(b, "hypot", [re, im])
+        # The squares of f32 parts are exact in f64 and neither overflow nor underflow there:
+        # sqrt of their sum is hypot, vectorizable (except that an infinite part wins over NaN).
+        h = call(b, "llvm.sqrt", [b.fadd(b.fmul(re, re), b.fmul(im, im))])
+        re_inf, im_inf = (b.fcmp_ordered("==", call(b, "llvm.fabs", [v]), F64(float("inf")))
+                          for v in (re, im))
+        inf = b.or_(re_inf, im_inf)
+        return b.fptrunc(b.select(inf, F64(float("inf")), h), F32)
     if t.is_float:
         return call(b, "llvm.fabs", [x])
     if t.signed:

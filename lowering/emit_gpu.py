@@ -40,6 +40,7 @@ from llvmlite import ir
 from ..ir import Computation, Module
 from ..kernels import executed_computations
 from . import emit_gpu_dot, emit_gpu_scatter, emit_gpu_sort, fallback, nvptx, phases
+from . import emit_gpu_fft  # noqa: F401  # registers fft's per-element generator
 from .elemental import Elemental, Source
 from .emit_gpu_columns import column_reduce
 from .emit_gpu_reduce import row_schedule, row_reduce
@@ -56,8 +57,9 @@ from .program import is_view
 
 LOOP_THREADS = 256                 # threads per block of a loop kernel
 # Ops with a loop structure of their own that a GPU thread computes one output element of
-# (looping over the reduced elements or the window, as elemental.py's generators do).
-PER_THREAD = frozenset({"reduce", "reduce-window"})
+# (looping over the reduced elements or the window, as elemental.py's generators do, or over
+# the transformed points: emit_gpu_fft).
+PER_THREAD = frozenset({"reduce", "reduce-window", "fft"})
 # Phase root opcode -> the frame of a kernel holding such a phase, with a loop structure of
 # its own: frame(gen, comp, phases, stores, arch) emits the body and returns (threads, blocks).
 

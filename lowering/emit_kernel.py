@@ -308,7 +308,7 @@ def _epilogue(g: Phase) -> dict:
 SHORT_ROW = 16
 
 COORDINATE_OPS = frozenset("""transpose slice pad concatenate reverse iota dynamic-slice
-dynamic-update-slice gather reduce reduce-window fft""".split())
+dynamic-update-slice gather reduce reduce-window""".split())
 
 
 def needs_coordinates(root, sources) -> bool:

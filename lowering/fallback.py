@@ -19,7 +19,7 @@ from ..interpreter import DISPATCH, Evaluator
 from ..interpreter.control import CUSTOM_CALLS
 from ..ir import Instruction
 from ..ops import HOST_OPS, TUPLE_OPS, VIEWS
-from . import elemental, emit_elementwise, emit_fft, emit_kernel
+from . import elemental, emit_elementwise, emit_kernel
 from .ltypes import elem, supported
 
 
@@ -153,7 +153,6 @@ _CHECKS = {
     "scatter": _calls("to_apply"), "map": _calls("to_apply"), "sort": _sort,
     "select-and-scatter": _select_and_scatter, "fusion": _fusion, "bitcast": _bitcast,
     "dot": _dot, "convolution": _convolution, "topk": _topk, "custom-call": _custom_call,
-    "fft": emit_fft.why_not,
 }
 
 

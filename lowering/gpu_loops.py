@@ -57,9 +57,9 @@ def vector_width(comp, sizes: list[int], own_ops: frozenset = frozenset()) -> in
     (a loop kernel's outputs, a reduce's rows): VECTOR, so that the accesses of inputs
     read in order merge into ld/st.v4 or v2, when the sizes are one multiple of VECTOR and
     the kernel is cheap per element: no op from EXPENSIVE_PER_ELEMENT, whose code would be
-    repeated VECTOR times (XLA does not unroll such loops either), and no reduce folded
-    per element (except the reduces the schedule computes itself, `own_ops`); else 1."""
-    cheap = not any((x.opcode in EXPENSIVE_PER_ELEMENT or x.opcode == "reduce") and
+    repeated VECTOR times (XLA does not unroll such loops either), and no reduce or fft
+    folded per element (except the reduces the schedule computes itself, `own_ops`); else 1."""
+    cheap = not any((x.opcode in EXPENSIVE_PER_ELEMENT or x.opcode in ("reduce", "fft")) and
                     x.opcode not in own_ops for x in comp.post_order())
     same = len(set(sizes)) == 1 and sizes[0] % VECTOR == 0
     return VECTOR if cheap and same else 1

@@ -89,23 +89,28 @@ def test_corpus_fixture_matches_interpreter(path):
         edgy = _sprinkle(args, np.random.default_rng(1))
         got, want = exe.run(edgy), hlo_opt.evaluate(module, edgy)
     # A Fourier transform of inf gives inf or NaN depending on the algorithm's order of
-    # operations (numpy's FFT and our direct transform differ): only finiteness compared.
-    exact_nan = not any(i.opcode == "fft" for i in module.instructions())
-    _assert_nan_safe(got, want, path.name, exact_nan)
+    # operations (numpy's FFT and ours differ): only finiteness compared. Ours computes c64
+    # in f32, as XLA:CPU does, so sums of values near the f32 maximum overflow where the
+    # interpreter's (complex128, rounded once) stay finite: ours may be non-finite there.
+    fft = any(i.opcode == "fft" for i in module.instructions())
+    _assert_nan_safe(got, want, path.name, exact_nan=not fft, overflow=fft)
 
 
-def _assert_nan_safe(got, want, what, exact_nan: bool = True, rtol_scale: float = 1.0):
+def _assert_nan_safe(got, want, what, exact_nan: bool = True, rtol_scale: float = 1.0,
+                     overflow: bool = False):
     """With edge values in the inputs, NaN and infinities spread; outputs must agree on
-    where the non-finite values are (which of them are NaN too, unless `exact_nan` is off),
-    and agree within a looser tolerance elsewhere (times `rtol_scale`)."""
+    where the non-finite values are (which of them are NaN too, unless `exact_nan` is off;
+    with `overflow`, ours may be non-finite also where the interpreter's are finite), and
+    agree within a looser tolerance elsewhere (times `rtol_scale`)."""
     for k, (g, w) in enumerate(zip(got, want)):
         g, w = np.asarray(g), np.asarray(w)
         if w.dtype.kind in "biu":
             continue                  # integer results from NaN inputs (convert) may differ
         kind = np.complex128 if w.dtype.kind == "c" else np.float64
         g64, w64 = g.astype(kind), w.astype(kind)
-        assert np.array_equal(np.isfinite(g64), np.isfinite(w64)), \
-            f"{what} out{k} (edge inputs): non-finite positions"
+        finite = np.isfinite(g64) <= np.isfinite(w64) if overflow else \
+            np.isfinite(g64) == np.isfinite(w64)
+        assert finite.all(), f"{what} out{k} (edge inputs): non-finite positions"
         if exact_nan:
             assert np.array_equal(np.isnan(g64), np.isnan(w64)), \
                 f"{what} out{k} (edge inputs): NaN positions"

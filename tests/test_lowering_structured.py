@@ -5,6 +5,7 @@ reduce-window, gather, scatter, sort, select-and-scatter, and data movement fuse
 """
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -409,15 +410,56 @@ def test_variadic_reduce_window_over_rows():
     ("c64[2,4,6]", "c64[2,4,6]", "fft_type=FFT, fft_length={4,6}"),
     ("f32[4,6]", "c64[4,4]", "fft_type=RFFT, fft_length={4,6}"),
     ("c128[2,8]", "c128[2,8]", "fft_type=FFT, fft_length={8}"),
-    # Longer than emit_fft.MATRIX_POINTS: twiddles read at k * j mod n, not from a matrix.
     ("c64[2,100]", "c64[2,100]", "fft_type=IFFT, fft_length={100}"),
     ("c64[2,66]", "f32[2,130]", "fft_type=IRFFT, fft_length={130}"),
     ("c64[2,3,70]", "c64[2,3,70]", "fft_type=FFT, fft_length={3,70}"),
+    # Every radix of emit_fft.RADICES in one length; lengths with a prime factor above them
+    # (Bluestein's chirp-z through a power-of-two FFT), in f32 and f64.
+    ("c64[2,60060]", "c64[2,60060]", "fft_type=FFT, fft_length={60060}"),
+    ("c64[3,17]", "c64[3,17]", "fft_type=FFT, fft_length={17}"),
+    ("c64[2,1009]", "c64[2,1009]", "fft_type=IFFT, fft_length={1009}"),
+    ("f32[2,34]", "c64[2,18]", "fft_type=RFFT, fft_length={34}"),
+    ("c128[2,1009]", "c128[2,1009]", "fft_type=FFT, fft_length={1009}"),
+    # Transforms of any size run compiled (no interpreter fallback).
+    ("c64[2,65536]", "c64[2,65536]", "fft_type=FFT, fft_length={65536}"),
+    ("f32[64,64]", "c64[64,33]", "fft_type=RFFT, fft_length={64,64}"),
+    # Multi-dimensional IRFFT: complex inverse passes over the leading dims, then the real one.
+    ("c64[2,8,5]", "f32[2,8,8]", "fft_type=IRFFT, fft_length={8,8}"),
+    ("c64[3,4,9]", "f32[3,4,16]", "fft_type=IRFFT, fft_length={3,4,16}"),
+    ("f32[2,3,5,7]", "c64[2,3,5,4]", "fft_type=RFFT, fft_length={3,5,7}"),
+    ("c64[3,1]", "f32[3,1]", "fft_type=IRFFT, fft_length={1}"),
 ])
 def test_fft(x, out, attrs):
     check(module(f"""
         x = {x} parameter(0)
         ROOT f = {out} fft(x), {attrs}"""), rel=1e-6)
+
+
+def test_fft_of_no_points_sums_nothing():
+    """fft_length 0 (numpy refuses it): an RFFT's one output per row is 0; empty batches
+    and empty outputs compute nothing."""
+    exe = hlo_opt.compile(module("""
+        x = f32[3,0] parameter(0)
+        ROOT f = c64[3,1] fft(x), fft_type=RFFT, fft_length={0}"""))
+    assert np.array_equal(exe(np.ones((3, 0), np.float32))[0], np.zeros((3, 1), np.complex64))
+    exe = hlo_opt.compile(module("""
+        x = c64[0,8] parameter(0)
+        ROOT f = c64[0,8] fft(x), fft_type=FFT, fft_length={8}"""))
+    assert exe(np.ones((0, 8), np.complex64))[0].shape == (0, 8)
+
+
+def test_fft_reads_fused_producers_and_feeds_consumers():
+    """Producers are computed as the first pass reads its lines; consumers read the stored
+    transform."""
+    check(module("""
+        x = f32[4,48] parameter(0)
+        y = f32[4,48] parameter(1)
+        e = f32[4,48] exponential(x)
+        z = c64[4,48] complex(e, y)
+        f = c64[4,48] fft(z), fft_type=FFT, fft_length={48}
+        h = c64[] constant((0.5, 0))
+        hb = c64[4,48] broadcast(h), dimensions={}
+        ROOT m = c64[4,48] multiply(f, hb)"""), rel=1e-6)
 
 
 # ----------------------------------------------------------------- gather, scatter, sort
@@ -461,21 +503,59 @@ def test_scatter_overwrite_last_update_wins():
     assert_matches(ours[0], want[0], 0, "scatter set")
 
 
+def comparator(types, direction: str) -> str:
+    """Sort computation `cmp` over operands of `types`, comparing the first's values."""
+    params = [f"  p{k} = {t}[] parameter({k})" for k, t in enumerate(t for t in types
+                                                                      for _ in "ab")]
+    return "cmp {\n" + "\n".join(params) + \
+        f"\n  ROOT r = pred[] compare(p0, p1), direction={direction}\n}}"
+
+
 def test_sort_variadic_stable_descending():
-    comp = """gt {
-  a = f32[] parameter(0)
-  b = f32[] parameter(1)
-  i = s32[] parameter(2)
-  j = s32[] parameter(3)
-  ROOT r = pred[] compare(a, b), direction=GT
-}"""
     text = module("""
         x = f32[3,57] parameter(0)
         i = s32[3,57] iota(), iota_dimension=1
-        ROOT s = (f32[3,57], s32[3,57]) sort(x, i), dimensions={1}, is_stable=true, to_apply=gt""",
-                  comp)
+        ROOT s = (f32[3,57], s32[3,57]) sort(x, i), dimensions={1}, is_stable=true, to_apply=cmp""",
+                  comparator(["f32", "s32"], "GT"))
     x = np.round(np.random.default_rng(0).standard_normal((3, 57)).astype(np.float32) * 2)
     ours, want = run_both(text, [x])
+    for g, w in zip(ours, want):
+        assert_matches(g, w, 0, "sort")
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 9, 100])
+def test_sort_of_any_length_is_stable(n):
+    """Merge runs of every length, odd ones too (the front and back halves of a merge
+    meet in the middle); rows ascending, descending, constant and with many ties."""
+    text = module(f"""
+        x = s32[4,{n}] parameter(0)
+        i = s32[4,{n}] iota(), iota_dimension=1
+        ROOT s = (s32[4,{n}], s32[4,{n}]) sort(x, i), dimensions={{1}}, to_apply=cmp""",
+                  comparator(["s32", "s32"], "LT"))
+    x = np.stack([np.arange(n), np.arange(n)[::-1], np.zeros(n),
+                  np.random.default_rng(n).integers(0, 3, n)]).astype(np.int32)
+    ours, want = run_both(text, [x])
+    for g, w in zip(ours, want):
+        assert_matches(g, w, 0, "sort")
+
+
+def test_sort_along_a_major_dimension_carries_every_operand_type():
+    """Rows along dimension 0 (strided) are copied to contiguous scratch once; the merge
+    moves bf16, pred, c64 and f64 elements with the key, and equal keys keep their order."""
+    text = module("""
+        x = bf16[37,3] parameter(0)
+        n = bf16[37,3] negate(x)
+        p = pred[37,3] parameter(1)
+        c = c64[37,3] parameter(2)
+        e = f64[37,3] parameter(3)
+        ROOT s = (bf16[37,3], pred[37,3], c64[37,3], f64[37,3]) sort(n, p, c, e), dimensions={0}, to_apply=cmp""",
+                  comparator(["bf16", "pred", "c64", "f64"], "LT"))
+    rng = np.random.default_rng(3)
+    x = np.round(rng.standard_normal((37, 3)) * 2).astype(ml_dtypes.bfloat16)
+    p = rng.standard_normal((37, 3)) > 0
+    c = (rng.standard_normal((37, 3)) + 1j * rng.standard_normal((37, 3))).astype(np.complex64)
+    e = rng.standard_normal((37, 3))
+    ours, want = run_both(text, [x, p, c, e])
     for g, w in zip(ours, want):
         assert_matches(g, w, 0, "sort")
 
@@ -487,6 +567,21 @@ def test_topk_orders_nan_first_and_keeps_ties_in_place(largest):
         ROOT t = (f32[4,5], s32[4,5]) topk(x), k=5, largest={largest}""")
     x = np.round(np.random.default_rng(0).standard_normal((4, 33)).astype(np.float32))
     x[0, 3], x[1, 7], x[2, 9] = np.nan, np.inf, -np.inf
+    ours, want = run_both(text, [x])
+    for g, w in zip(ours, want):
+        assert_matches(g, w, 0, "topk")
+
+
+@pytest.mark.parametrize("k", [1, 16, 17, 300])
+@pytest.mark.parametrize("largest", ["true", "false"])
+def test_topk_with_many_ties_equals_a_stable_sort(k, largest):
+    """Up to emit_sort.SELECT_K by insertion into the best k, above it by merge sort: the
+    same answer, ties in row order. Rows ascending, descending and random (few values)."""
+    text = module(f"""
+        x = s32[3,300] parameter(0)
+        ROOT t = (s32[3,{k}], s32[3,{k}]) topk(x), k={k}, largest={largest}""")
+    x = np.stack([np.arange(300) // 7, np.arange(300)[::-1] // 7,
+                  np.random.default_rng(5).integers(0, 9, 300)]).astype(np.int32)
     ours, want = run_both(text, [x])
     for g, w in zip(ours, want):
         assert_matches(g, w, 0, "topk")
