@@ -249,8 +249,8 @@ def transformer_lm_train(large):
 
 def cnn_specs(large):
     """(parameters, images) of the CNN: 2 x 16x16 RGB with 16/32 channels, or a batch of 64
-    at 64x64 with 64/128 channels."""
-    (n, size), channels = ((64, 64), (64, 128)) if large else ((2, 16), (16, 32))
+    at 32x32 with 64/128 channels."""
+    (n, size), channels = ((64, 32), (64, 128)) if large else ((2, 16), (16, 32))
     return specs(nn.cnn_shapes(size, channels)), *specs(((n, size, size, 3),))
 
 
