@@ -196,7 +196,7 @@ def bench_module(path: pathlib.Path, rounds: int, calls: int, numpy_calls: int,
             with np.errstate(all="ignore"):
                 row["numpy"] = _median_call(lambda: evaluate(module, args), numpy_calls)
     if large:
-        row["top_kernels"] = kernel_rows(exe, args)
+        row["top_kernels"] = kernel_rows(exe, args, row["ours"])
     return row
 
 
@@ -220,10 +220,11 @@ def matrix_flops(comp) -> float:
                for i in comp.post_order())
 
 
-def kernel_rows(exe, args, calls: int = 3) -> list[dict]:
-    """The costliest steps of `exe` (its per-kernel profile): time, share of the call, bytes
-    its outputs and inputs hold per second, and for kernels with dots or convolutions
-    flop/s; `threads` is how many cores the kernel runs on."""
+def kernel_rows(exe, args, seconds: float, calls: int = 3) -> list[dict]:
+    """The costliest steps of `exe` (its per-kernel profile): share of the call, time (that
+    share of `seconds`, the module's median: a profile's few calls are noisier), bytes its
+    outputs and inputs hold and flops of its dots and convolutions (per call, for the
+    rates); `threads` is how many cores the kernel runs on."""
     from ..lowering.driver import step_label
     from ..lowering.program import kernel_steps
     from ..targets import cpu_facts
@@ -231,13 +232,14 @@ def kernel_rows(exe, args, calls: int = 3) -> list[dict]:
     rows = exe.profile(args, calls)
     total = sum(r[1] for r in rows) or 1.0
     out = []
-    for label, seconds, launches, moved in rows[:TOP_KERNELS]:
+    for label, profiled, launches, moved in rows[:TOP_KERNELS]:
+        share = profiled / total
         step = steps.get(label)                  # None: a fallback to the interpreter
         kernel = step.kernel if step is not None else None
         parallel = kernel is not None and jit.has_openmp() and kernel.parallel(
             cpu_facts.threads(), cpu_facts.PARALLEL_MIN_WORK)
         mac = matrix_flops(kernel.comp) if kernel is not None and kernel.comp else 0.0
-        out.append({"kernel": label, "seconds": seconds, "share": seconds / total,
+        out.append({"kernel": label, "seconds": share * seconds, "share": share,
                     "launches": launches, "bytes": moved * launches,
                     "flops": mac * launches, "threads": cpu_facts.threads() if parallel else 1})
     return out

@@ -10,9 +10,10 @@ never constants, so the text depends only on shapes, dtypes and the jax version 
 give identical files). Tensors are small so the fixtures run fast in the interpreter.
 
 Every workload also has large shapes (`--large`, NAME.hlo only): batch and hidden sizes of
-real models (MLPs 4096 wide at batch 512, transformers at d=512-768 over 512 tokens with few
-layers, a CNN at batch 64 with 64/128 channels, elementwise and normalization modules over
-4-16M elements, sorts of 1M), so that XLA:CPU takes about 0.1-300 ms per call on two cores:
+real models (MLPs 4096 wide at batch 512, transformers at d=512-768 over 256-512 tokens with
+one or two layers, a CNN at batch 64 with 64/128 channels, elementwise and normalization
+modules over 4-16M elements, sorts of 512K), so that XLA:CPU takes about 1-300 ms per call
+on two cores:
 the benchmark's large table (tools/bench_cpu.py), kept out of the test suite. A workload
 is a function of `large` returning (function, argument specs): one definition, two sizes.
 
@@ -167,7 +168,7 @@ def layout_ops(large):
 
 @workload
 def mlp_fwd(large):
-    sizes, batch = ([1024, 4096, 4096, 1024], 512) if large else ([48, 128, 96, 10], 16)
+    sizes, batch = ([1024, 4096, 2048, 1024], 512) if large else ([48, 128, 96, 10], 16)
     return nn.mlp, (specs(nn.mlp_shapes(sizes)), *specs(((batch, sizes[0]),)))
 
 
@@ -215,7 +216,7 @@ def mha(large):
 
 @workload
 def gpt2_block(large):
-    heads, (b, t, d) = (12, (4, 512, 768)) if large else (4, (2, 16, 64))
+    heads, (b, t, d) = (12, (2, 512, 768)) if large else (4, (2, 16, 64))
     return (functools.partial(nn.gpt2_block, heads=heads),
             (specs(nn.gpt2_block_shapes(d)), *specs(((b, t, d),))))
 
@@ -226,13 +227,13 @@ def gpt2_block_train(large):
         mse = lambda q: jnp.mean(jnp.square(nn.gpt2_block(q, x, heads) - target))  # noqa: E731
         loss, g = jax.value_and_grad(mse)(p)
         return loss, nn.sgd(p, g, 0.01)
-    heads, (b, t, d) = (8, (2, 512, 512)) if large else (4, (2, 8, 32))
+    heads, (b, t, d) = (8, (1, 512, 512)) if large else (4, (2, 8, 32))
     return step, (specs(nn.gpt2_block_shapes(d)), *specs(((b, t, d), (b, t, d))))
 
 
 @workload
 def transformer_lm(large):
-    layers, vocab, d, (b, t) = (4, 8192, 512, (2, 512)) if large else (6, 128, 64, (2, 32))
+    layers, vocab, d, (b, t) = (2, 8192, 512, (2, 512)) if large else (6, 128, 64, (2, 32))
     return nn.lm_loss, (specs(nn.lm_shapes(layers, vocab, d, t)), *i32((b, t), (b, t)))
 
 
@@ -241,7 +242,7 @@ def transformer_lm_train(large):
     def step(p, tokens, targets):
         loss, g = jax.value_and_grad(nn.lm_loss)(p, tokens, targets)
         return loss, nn.sgd(p, g, 0.01)
-    layers, vocab, d, (b, t) = (2, 8192, 512, (2, 256)) if large else (5, 128, 64, (2, 32))
+    layers, vocab, d, (b, t) = (2, 8192, 512, (1, 256)) if large else (5, 128, 64, (2, 32))
     return step, (specs(nn.lm_shapes(layers, vocab, d, t)), *i32((b, t), (b, t)))
 
 
@@ -378,7 +379,7 @@ def sort_topk(large):
         vals, idx = lax.top_k(x, 5)
         return (jnp.argmax(x, axis=1), jnp.argmin(x, axis=0), jnp.sort(x, axis=1),
                 jnp.argsort(n, axis=0), vals, idx, jnp.sort(n, axis=1, descending=True))
-    n = (1024, 1024) if large else (12, 40)
+    n = (512, 1024) if large else (12, 40)
     return f, (*specs((n,)), *i32(n))
 
 
