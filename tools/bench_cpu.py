@@ -10,7 +10,7 @@
 
 Two tables from the same run: small, the JAX fixtures of tests/corpus (tens of
 microseconds: per-call overhead dominates), and large, the same workloads at real sizes
-(benchmarks/large/, written by gen_corpus --large: 0.1-300 ms a call). The header names the
+(benchmarks/large/, written by gen_corpus --large: 3 ms to ~1 s a call). The header names the
 CPU and vector width the code is generated for (targets/cpu_facts.target_cpu: the host's,
 or HLO_OPT_CPU's) and the measured limits: numpy's memcpy bandwidth (64 MiB, read and write
 counted) and the f32 FMA peak of one core at that vector width (thread CPU time).

@@ -12,9 +12,9 @@ give identical files). Tensors are small so the fixtures run fast in the interpr
 Every workload also has large shapes (`--large`, NAME.hlo only): batch and hidden sizes of
 real models (MLPs 4096 wide at batch 512, transformers at d=512-768 over 256-512 tokens with
 one or two layers, a CNN at batch 64 with 64/128 channels, elementwise and normalization
-modules over 4-16M elements, sorts of 512K), so that XLA:CPU takes about 1-300 ms per call
-on two cores:
-the benchmark's large table (tools/bench_cpu.py), kept out of the test suite. A workload
+modules over 4-16M elements, sorts of 512K), so that XLA:CPU takes 3 ms to ~1 s per call
+on two cores: the benchmark's large table (tools/bench_cpu.py), kept out of the test suite.
+A workload
 is a function of `large` returning (function, argument specs): one definition, two sizes.
 
 Workloads (what each exercises):
