@@ -4,6 +4,7 @@ larger than its fixture; a benchmark row carries what both tables print; outputs
 checked against the interpreter with the test suite's tolerances. No timing is asserted."""
 from __future__ import annotations
 
+import json
 import pathlib
 
 import ml_dtypes
@@ -100,3 +101,20 @@ def test_outputs_match_within_the_suites_tolerances():
     assert mismatch([n + (n == 3)], [n]) == "out0: 1 of 10 differ"
     assert mismatch([np.where(n == 2, np.nan, x[:10])], [x[:10]]) == "out0: NaN positions"
     assert "outputs" in mismatch([x, x], [x])
+
+
+def test_main_writes_both_tables_as_json(tmp_path, monkeypatch, capsys):
+    small, large = tmp_path / "small", tmp_path / "large"
+    for folder in (small, large):
+        folder.mkdir()
+        (folder / "tiny_dot.hlo").write_text(DOT)
+    monkeypatch.setattr(bench_cpu, "CORPUS", small)
+    monkeypatch.setattr(bench_cpu, "LARGE", large)
+    monkeypatch.setattr(bench_cpu, "measure_machine", lambda: {"bandwidth": 1e10, "peak1": 1e11})
+    out = tmp_path / "rows.json"
+    assert bench_cpu.main(["--rounds", "1", "--calls", "1", "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "small modules" in printed and "large modules" in printed
+    saved = json.loads(out.read_text())
+    assert [r["name"] for r in saved["small"]] == [r["name"] for r in saved["large"]] == ["tiny_dot"]
+    assert saved["large"][0]["top_kernels"] and saved["machine"]["peak1"] == 1e11

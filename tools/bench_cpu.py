@@ -6,6 +6,7 @@
     python -m hlo_opt.tools.bench_cpu softmax mlp     # modules whose name contains a word
     python -m hlo_opt.tools.bench_cpu --limits        # also the physical limits section
     python -m hlo_opt.tools.bench_cpu --optimize      # ours on hlo_opt.optimize's output
+    python -m hlo_opt.tools.bench_cpu --json rows.json   # the rows as JSON too (to compare runs)
     HLO_OPT_CPU=haswell python -m hlo_opt.tools.bench_cpu --large   # AVX2 code on this host
 
 Two tables from the same run: small, the JAX fixtures of tests/corpus (tens of
@@ -48,6 +49,7 @@ still run the module. Compile time then excludes optimization (bench_optimize ti
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import pathlib
@@ -548,6 +550,8 @@ def main(argv=None) -> int:
     p.add_argument("--limits", action="store_true", help="measure the physical limits too")
     p.add_argument("--optimize", action="store_true",
                    help="run ours on hlo_opt.optimize's output (rules and fusion)")
+    p.add_argument("--json", metavar="PATH",
+                   help="write the header facts and both tables' rows here as JSON too")
     args = p.parse_args(argv)
     small = sorted(CORPUS.glob("*.hlo"))
     if not args.xla_opt:
@@ -556,6 +560,7 @@ def main(argv=None) -> int:
         [(True, sorted(LARGE.glob("*.hlo")))] * (not args.small)
     machine = measure_machine()
     print(header(machine), flush=True)
+    saved = {"header": header(machine), "machine": machine}
     for large, files in tables:
         if args.names:
             files = [f for f in files if any(n in f.name for n in args.names)]
@@ -569,6 +574,9 @@ def main(argv=None) -> int:
         print()
         print(f"{'large' if large else 'small'} modules ({LARGE if large else CORPUS})")
         print(report_large(rows, machine) if large else report(rows), flush=True)
+        saved["large" if large else "small"] = rows
+    if args.json:
+        pathlib.Path(args.json).write_text(json.dumps(saved, indent=1))
     if args.limits:
         print()
         print(limits(machine))
