@@ -7,14 +7,15 @@
     python -m hlo_opt.tools.bench_cpu --limits        # also the physical limits section
     python -m hlo_opt.tools.bench_cpu --optimize      # ours on hlo_opt.optimize's output
     python -m hlo_opt.tools.bench_cpu --json rows.json   # the rows as JSON too (to compare runs)
-    HLO_OPT_CPU=haswell python -m hlo_opt.tools.bench_cpu --large   # AVX2 code on this host
+    HLO_OPT_CPU=haswell python -m hlo_opt.tools.bench_cpu --large   # AVX2 code, both sides
 
 Two tables from the same run: small, the JAX fixtures of tests/corpus (tens of
 microseconds: per-call overhead dominates), and large, the same workloads at real sizes
 (benchmarks/large/, written by gen_corpus --large: 3 ms to ~1 s a call). The header names the
 CPU and vector width the code is generated for (targets/cpu_facts.target_cpu: the host's,
 or HLO_OPT_CPU's) and the measured limits: numpy's memcpy bandwidth (64 MiB, read and write
-counted) and the f32 FMA peak of one core at that vector width (thread CPU time).
+counted) and the f32 FMA peak of one core at that vector width (thread CPU time). Where that
+CPU lacks AVX-512, XLA:CPU is capped to the same instruction set (--xla_cpu_max_isa).
 
 Per module, in one process: compile time from a cold cache (ours: parse -> machine code;
 XLA's: parse -> StableHLO -> XLA:CPU executable), then the median per-call time of each
@@ -270,11 +271,25 @@ def header(machine: dict | None = None) -> str:
     isa = {512: "AVX-512", 256: "AVX/AVX2"}.get(bits, "SSE")
     lines = [f"code generated for {name} ({isa}: {bits}-bit vectors"
              f"{', HLO_OPT_CPU=' + os.environ['HLO_OPT_CPU'] if os.environ.get('HLO_OPT_CPU') else ''}"
-             f"); {cpu_facts.threads()} threads; host {llvm_host()}"]
+             f"); {cpu_facts.threads()} threads; host {llvm_host()}"
+             + (f"; XLA_FLAGS={os.environ['XLA_FLAGS']}" if os.environ.get("XLA_FLAGS") else "")]
     if machine:
         lines.append(f"limits: memcpy {machine['bandwidth'] / 1e9:.1f} GB/s (read+write, 64 MiB), "
                      f"f32 FMA peak {machine['peak1'] / 1e9:.0f} GFLOP/s per core")
     return "\n".join(lines)
+
+
+def match_xla_isa() -> None:
+    """Where our code is generated for narrower vectors than AVX-512 (HLO_OPT_CPU=haswell on
+    an AVX-512 host), cap XLA:CPU's instruction set the same way (XLA_FLAGS
+    --xla_cpu_max_isa), so that both sides run the machine being imitated. Before XLA
+    starts; an explicit cap in XLA_FLAGS is kept."""
+    from ..targets import cpu_facts
+    flags = os.environ.get("XLA_FLAGS", "")
+    bits = cpu_facts.vector_isa()
+    if bits < 512 and "xla_cpu_max_isa" not in flags:
+        isa = "AVX2" if bits == 256 else "SSE4_2"
+        os.environ["XLA_FLAGS"] = f"{flags} --xla_cpu_max_isa={isa}".strip()
 
 
 def llvm_host() -> str:
@@ -558,6 +573,7 @@ def main(argv=None) -> int:
         small = [f for f in small if not f.name.endswith(".xla_opt.hlo")]
     tables = [(False, small)] * (not args.large) + \
         [(True, sorted(LARGE.glob("*.hlo")))] * (not args.small)
+    match_xla_isa()
     machine = measure_machine()
     print(header(machine), flush=True)
     saved = {"header": header(machine), "machine": machine}
