@@ -33,9 +33,11 @@ Small table: the interpreter's time (a few calls) and numpy/ours; geomeans over 
 fixtures and per class (modules without dot or convolution are elementwise/reduction).
 Large table: the interpreter runs once, for the check, and gives up after 300 s (the check
 then says so); under each module its three costliest kernels from the per-kernel profile
-(Executable.profile: cycle counters around each step): share of the call, GB/s (bytes the
-kernel's inputs and outputs hold / its time) against the memcpy bandwidth, and for kernels
-with dots or convolutions GFLOP/s against the FMA peak of the cores the kernel runs on.
+(Executable.profile: cycle counters around each step, over calls taking ~0.3 s, at least 3):
+share of the call, time (that share of the module's median), GB/s (bytes the kernel's
+inputs and outputs hold / its time: more than it reads where a gather or slice reads part of
+an input; data that stays in cache can beat memcpy) against the memcpy bandwidth, and for
+kernels with dots or convolutions GFLOP/s against the FMA peak of the cores it runs on.
 Geomean of ours/XLA over the modules where XLA takes at least 1 ms, the largest ratio, and
 the geomean over all.
 
@@ -199,7 +201,8 @@ def bench_module(path: pathlib.Path, rounds: int, calls: int, numpy_calls: int,
             with np.errstate(all="ignore"):
                 row["numpy"] = _median_call(lambda: evaluate(module, args), numpy_calls)
     if large:
-        row["top_kernels"] = kernel_rows(exe, args, row["ours"])
+        profiled_calls = max(3, min(calls, int(ROUND_SECONDS / row["ours"])))
+        row["top_kernels"] = kernel_rows(exe, args, row["ours"], profiled_calls)
     return row
 
 
