@@ -23,10 +23,17 @@ from .ltypes import I1, I8, I32, I64, PTR
 from .program import Buffer, Conditional, Copy, FallbackCall, KernelStep, Program, While
 
 
+def step_label(step: KernelStep | FallbackCall) -> str:
+    """How profiles name a kernel or fallback step."""
+    if isinstance(step, KernelStep):
+        return f"{step.label} ({step.kernel.name})"
+    return f"{step.call.inst.name} (interpreter)"
+
+
 class Driver:
     """Emits the driver of one program. With `profile`, a seventh argument points at an
     i64 array where each kernel and fallback step adds its cycle count and call count
-    (`labels` names the steps in that order)."""
+    (`steps` lists the steps in that order)."""
 
     def __init__(self, name: str, slots: dict[str, int], parallel: bool, profile: bool = False,
                  data_offset: int | None = None, flush_denormals: bool = False):
@@ -39,7 +46,7 @@ class Driver:
         self.fn = fn
         self.params, self.outs, self.arena, self.consts, self.fns, self.callback = fn.args[:6]
         self.counters = fn.args[6] if profile else None
-        self.labels: list[str] = []
+        self.steps: list[KernelStep | FallbackCall] = []
         self.b = ir.IRBuilder(fn.append_basic_block("entry"))
         self.argv = None
 
@@ -91,7 +98,7 @@ class Driver:
         for step in program.steps:
             self._STEPS[type(step)](self, step)
 
-    def timed(self, label: str, emit) -> None:
+    def timed(self, step, emit) -> None:
         if self.counters is None:
             emit()
             return
@@ -99,14 +106,14 @@ class Driver:
         clock = declare(self.mod, "llvm.readcyclecounter", I64, [])
         start = b.call(clock, [])
         emit()
-        k = len(self.labels)
-        self.labels.append(label)
+        k = len(self.steps)
+        self.steps.append(step)
         for offset, amount in ((0, b.sub(b.call(clock, []), start)), (1, I64(1))):
             slot = b.gep(self.counters, [I64(2 * k + offset)], inbounds=True, source_etype=I64)
             b.store(b.add(b.load(slot, typ=I64), amount), slot)
 
     def kernelstep(self, step: KernelStep) -> None:
-        self.timed(f"{step.label} ({step.kernel.name})", lambda: self._kernel(step))
+        self.timed(step, lambda: self._kernel(step))
 
     def _kernel(self, step: KernelStep) -> None:
         b, k = self.b, step.kernel
@@ -127,7 +134,7 @@ class Driver:
                    [b.bitcast(self.argv, PTR), I64(0), I64(k.extent), I64(0)])
 
     def fallbackcall(self, step: FallbackCall) -> None:
-        self.timed(f"{step.call.inst.name} (interpreter)", lambda: self._fallback(step))
+        self.timed(step, lambda: self._fallback(step))
 
     def _fallback(self, step: FallbackCall) -> None:
         b = self.b

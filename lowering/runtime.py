@@ -32,7 +32,7 @@ from ..fusion.stage import fuse, has_fusions
 from ..interpreter.evaluator import coerce_argument
 from ..ir import Computation, Module
 from . import buffers, fallback, in_place, jit
-from .driver import Driver
+from .driver import Driver, step_label
 from .emit_kernel import KernelCode, emit_kernel
 from .fingerprint import fingerprint
 from .ltypes import array_bytes
@@ -224,12 +224,13 @@ DATA_OFFSET = _data_offset()
 
 def emit_driver(program: Program, kernels: dict[str, KernelCode], profile: bool = False,
                 flush_denormals: bool = False):
-    """(name, LLVM IR, step labels) of the driver; its name is a hash of its body."""
+    """(name, LLVM IR, the steps a profile times, in counter order) of the driver; its name
+    is a hash of its body."""
     slots = {key: n for n, key in enumerate(kernels)}
     driver = Driver("driver", slots, jit.has_openmp(), profile, DATA_OFFSET, flush_denormals)
     text = driver.emit(program, _max_args(program))
     name = f"driver_{jit.ir_hash(text)[:20]}"
-    return name, text.replace('@"driver"', f'@"{name}"'), driver.labels
+    return name, text.replace('@"driver"', f'@"{name}"'), driver.steps
 
 
 class Executable:
@@ -345,11 +346,12 @@ class Executable:
         return self._driver(ctypes.addressof(params), ctypes.addressof(outs), arena,
                             self._consts_address, self._fns_address, self._callback_address)
 
-    def profile(self, args, calls: int = 20) -> list[tuple[str, float, int]]:
-        """Per kernel or fallback step: (label, seconds per call, calls per call), most
-        expensive first, from a driver that reads the CPU's cycle counter around each step
-        (cycles are converted with the total time of the calls)."""
-        name, text, labels = emit_driver(self.program, self.kernels, profile=True,
+    def profile(self, args, calls: int = 20) -> list[tuple[str, float, int, int]]:
+        """Per kernel or fallback step: (label (driver.step_label), seconds per call, calls
+        per call, bytes its outputs and inputs hold), most expensive first, from a driver
+        that reads the CPU's cycle counter around each step (cycles are converted with the
+        total time of the calls)."""
+        name, text, steps = emit_driver(self.program, self.kernels, profile=True,
                                          flush_denormals=self.flush_denormals)
         address = jit.compile_ir(text, [name], level=1)[name]
         driver = ctypes.CFUNCTYPE(ctypes.c_int32, *([ctypes.c_void_p] * 7))(address)
@@ -360,7 +362,7 @@ class Executable:
         for table, values in ((params, arrays), (outs, outputs)):
             for k, a in enumerate(values):
                 table[k] = a.ctypes.data if DATA_OFFSET is None else id(a)
-        counters = np.zeros(2 * max(1, len(labels)), np.int64)
+        counters = np.zeros(2 * max(1, len(steps)), np.int64)
         arena = _aligned(self.program.peak)
         start = time.perf_counter()
         for _ in range(calls):
@@ -369,8 +371,9 @@ class Executable:
         elapsed = (time.perf_counter() - start) / calls
         cycles = counters[0::2].astype(np.float64)
         per_cycle = elapsed / max(cycles.sum(), 1.0) * calls
-        rows = [(label, c * per_cycle / calls, int(n) // calls)
-                for label, c, n in zip(labels, cycles, counters[1::2])]
+        rows = [(step_label(step), c * per_cycle / calls, int(n) // calls,
+                 sum(b.nbytes for b in step.outs + step.ins))
+                for step, c, n in zip(steps, cycles, counters[1::2])]
         return sorted(rows, key=lambda r: -r[1])
 
     def _run_fallback(self, step_id: int, argv: int) -> int:

@@ -2,9 +2,9 @@
 random inputs and on inputs sprinkled with edge values (NaN, ±inf, ±0, extremes); the small
 shared fixtures also match XLA:CPU where the oracle is installed.
 
-Tolerances are relative to the largest magnitude of each output (sums and dots reassociate:
-our reductions are vectorized, the interpreter's are pairwise): 1e-4 for f32/f64, 2e-2 for
-bf16/f16; integers and pred exactly; NaN where the interpreter has NaN.
+Tolerances (hlo_opt.tools.output_check, which the benchmark shares) are relative to the
+largest magnitude of each output: 1e-4 for f32/f64, 2e-2 for bf16/f16; integers and pred
+exactly; NaN where the interpreter has NaN.
 """
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ import hlo_opt
 from conftest import corpus_files, corpus_ids
 from lowering_helpers import edge_values
 from hlo_opt.tools.hlo_run import random_inputs
+from hlo_opt.tools.output_check import mismatch
 
 FILES = corpus_files()
 SHARED = [f for f in FILES if f.parent.name == "shared" and not f.name.endswith(".xla_opt.hlo")]
@@ -25,29 +26,9 @@ SHARED = [f for f in FILES if f.parent.name == "shared" and not f.name.endswith(
 EXPECTED_FALLBACKS: dict[str, set[str]] = {}
 
 
-def _tolerance(dtype) -> float:
-    return 2e-2 if dtype.itemsize == 2 and dtype.kind != "i" and dtype.kind != "u" else 1e-4
-
-
 def assert_outputs_match(got, want, what: str, rtol_scale: float = 1.0):
-    assert len(got) == len(want), what
-    for k, (g, w) in enumerate(zip(got, want)):
-        g, w = np.asarray(g), np.asarray(w)
-        assert g.dtype == w.dtype and g.shape == w.shape, f"{what} out{k}"
-        if w.dtype.kind in "biu":
-            assert np.array_equal(g, w), f"{what} out{k}: {(g != w).sum()} of {g.size} differ"
-            continue
-        kind = np.complex128 if w.dtype.kind == "c" else np.float64
-        g64, w64 = g.astype(kind), w.astype(kind)
-        assert np.array_equal(np.isnan(g64), np.isnan(w64)), f"{what} out{k}: NaN positions"
-        finite = np.isfinite(w64)
-        assert np.array_equal(g64[~finite & ~np.isnan(w64)], w64[~finite & ~np.isnan(w64)]), \
-            f"{what} out{k}: infinities"
-        if finite.any():
-            scale = np.abs(w64[finite]).max()
-            err = np.abs(g64[finite] - w64[finite]).max()
-            tol = _tolerance(w.dtype) * rtol_scale * scale + 1e-30
-            assert err <= tol, f"{what} out{k}: max error {err:.3g} > {tol:.3g} (scale {scale:.3g})"
+    problem = mismatch(got, want, rtol_scale)
+    assert problem is None, f"{what} {problem}"
 
 
 def _sprinkle(args, rng):

@@ -1,12 +1,21 @@
 """Generate the JAX corpus: realistic workloads as HLO text, and what XLA:CPU makes of them.
 
     python -m hlo_opt.tools.gen_corpus OUTDIR [NAME ...]      # all workloads, or those named
+    python -m hlo_opt.tools.gen_corpus --large benchmarks/large   # the same at real sizes
 
 For each workload NAME it writes NAME.hlo, the text JAX hands to XLA (`jax.jit(f)`, traced
 from shapes, lowered for the CPU, `as_text(dialect="hlo")`), and NAME.xla_opt.hlo, XLA:CPU's module
 after its HLO passes (`hlo_opt.xla_oracle.optimized_text`). Weights and data are parameters,
 never constants, so the text depends only on shapes, dtypes and the jax version (two runs
 give identical files). Tensors are small so the fixtures run fast in the interpreter.
+
+Every workload also has large shapes (`--large`, NAME.hlo only): batch and hidden sizes of
+real models (MLPs 4096 wide at batch 512, transformers at d=512-768 over 256-512 tokens with
+one or two layers, a CNN at batch 64 with 64/128 channels, elementwise and normalization
+modules over 4-16M elements, sorts of 512K), so that XLA:CPU takes 3 ms to ~1 s per call
+on two cores: the benchmark's large table (tools/bench_cpu.py), kept out of the test suite.
+A workload
+is a function of `large` returning (function, argument specs): one definition, two sizes.
 
 Workloads (what each exercises):
   elementwise_chain   f32 unary/binary math: exp log1p sqrt rsqrt tanh sin cos pow floor
@@ -90,7 +99,7 @@ def i32(*shapes):
 # --- elementwise, normalization, layout ------------------------------------------------------
 
 @workload
-def elementwise_chain():
+def elementwise_chain(large):
     def f(x, y):
         a = jnp.exp(-jnp.abs(x)) + jnp.log1p(jnp.abs(y))
         b = jnp.sqrt(jnp.abs(a * y) + 1.0) * lax.rsqrt(a + 2.0)
@@ -98,73 +107,82 @@ def elementwise_chain():
         d = jnp.floor(c * 3.0) + jnp.round(y) + jnp.sign(x) * jnp.remainder(y, 1.5)
         e = jnp.where(x > y, jnp.arctan2(x, y), jnp.clip(d, -2.0, 2.0))
         return e / (1.0 + jnp.maximum(a, 0.25)) - jnp.minimum(b, c)
-    return f, specs(((32, 64), (32, 64)))
+    n = (2048, 2048) if large else (32, 64)
+    return f, specs((n, n))
 
 
 @workload
-def activations():
+def activations(large):
     def f(x):
         return (jax.nn.relu(x), jax.nn.leaky_relu(x, 0.01), jax.nn.gelu(x, approximate=True),
                 jax.nn.gelu(x, approximate=False), jax.nn.silu(x), jax.nn.sigmoid(x),
                 jax.nn.softplus(x), jax.nn.elu(x) + jax.nn.hard_tanh(x) * 0.5)
-    return f, specs(((16, 128),))
+    return f, specs(((1024, 2048) if large else (16, 128),))
 
 
 @workload
-def softmax():
+def softmax(large):
     def f(x):
         return jax.nn.softmax(x, axis=-1), jax.nn.log_softmax(x, axis=-1)
-    return f, specs(((8, 16, 64),))
+    return f, specs(((32, 512, 512) if large else (8, 16, 64),))
 
 
 @workload
-def layernorm():
-    return nn.layernorm, specs(((4, 32, 96), (96,), (96,)))
+def layernorm(large):
+    b, t, d = (16, 512, 768) if large else (4, 32, 96)
+    return nn.layernorm, specs(((b, t, d), (d,), (d,)))
 
 
 @workload
-def rmsnorm():
-    return nn.rmsnorm, specs(((4, 32, 96), (96,)))
+def rmsnorm(large):
+    b, t, d = (4, 512, 4096) if large else (4, 32, 96)
+    return nn.rmsnorm, specs(((b, t, d), (d,)))
 
 
 @workload
-def reductions():
+def reductions(large):
     def f(x, n):
         return (jnp.sum(x, axis=(0, 2)), jnp.mean(x, axis=1), jnp.var(x, axis=-1),
                 jnp.max(x, axis=0), jnp.min(x), jnp.prod(1.0 + 0.01 * x, axis=2),
                 jax.nn.logsumexp(x, axis=1), jnp.any(x > 2.5, axis=1), jnp.all(n >= 0, axis=0),
                 jnp.sum(n, axis=1))
-    return f, (*specs(((6, 20, 12),)), *i32((6, 20)))
+    a, b, c = (32, 512, 256) if large else (6, 20, 12)
+    return f, (*specs(((a, b, c),)), *i32((a, b)))
 
 
 @workload
-def layout_ops():
+def layout_ops(large):
+    a, b, c, d = (64, 64, 1024, 1024) if large else (5, 8, 12, 10)    # needs 2d + 3 >= ab/2
+
     def f(x, y):
-        t = jnp.transpose(x, (2, 0, 1)).reshape(12, 40)
+        t = jnp.transpose(x, (2, 0, 1)).reshape(c, a * b)
         p = lax.pad(y, 0.0, ((1, -1, 0), (2, 2, 1)))
-        c = jnp.concatenate([t[:, ::2], p[:12, :20]], axis=1)
-        r = jnp.flip(c, axis=(0, 1)) + jnp.arange(40, dtype=jnp.float32)[None, :]
-        return r[1::3, 5:35:2], jnp.broadcast_to(y[:, None, :], (12, 3, 10)).sum(1), x[:, ::-1]
-    return f, specs(((5, 8, 12), (12, 10)))
+        cat = jnp.concatenate([t[:, ::2], p[:c, :a * b // 2]], axis=1)
+        r = jnp.flip(cat, axis=(0, 1)) + jnp.arange(a * b, dtype=jnp.float32)[None, :]
+        return (r[1::3, 5:a * b - 5:2], jnp.broadcast_to(y[:, None, :], (c, 3, d)).sum(1),
+                x[:, ::-1])
+    return f, specs(((a, b, c), (c, d)))
 
 
 # --- MLPs -------------------------------------------------------------------------------------
 
 @workload
-def mlp_fwd():
-    return nn.mlp, (specs(nn.mlp_shapes([48, 128, 96, 10])), *specs(((16, 48),)))
+def mlp_fwd(large):
+    sizes, batch = ([1024, 4096, 2048, 1024], 512) if large else ([48, 128, 96, 10], 16)
+    return nn.mlp, (specs(nn.mlp_shapes(sizes)), *specs(((batch, sizes[0]),)))
 
 
 @workload
-def mlp_train_sgd():
+def mlp_train_sgd(large):
     def step(p, x, y):
         loss, g = jax.value_and_grad(lambda q: nn.xent(nn.mlp(q, x, jax.nn.relu), y))(p)
         return loss, nn.sgd(p, g)
-    return step, (specs(nn.mlp_shapes([32, 64, 10])), *specs(((16, 32),)), *i32((16,)))
+    sizes, batch = ([1024, 4096, 1000], 512) if large else ([32, 64, 10], 16)
+    return step, (specs(nn.mlp_shapes(sizes)), *specs(((batch, sizes[0]),)), *i32((batch,)))
 
 
 @workload
-def mlp_train_adam():
+def mlp_train_adam(large):
     def step(p, m, v, t, x, y, lr=1e-3, b1=0.9, b2=0.999, eps=1e-8):
         loss, g = jax.value_and_grad(lambda q: nn.xent(nn.mlp(q, x), y))(p)
         t = t + 1
@@ -174,83 +192,106 @@ def mlp_train_adam():
         scale = lr * jnp.sqrt(1 - b2 ** tf) / (1 - b1 ** tf)
         p = jax.tree.map(lambda w, m, v: w - scale * m / (jnp.sqrt(v) + eps), p, m, v)
         return loss, p, m, v, t
-    shapes = nn.mlp_shapes([32, 64, 10])
-    return step, (*specs((shapes, shapes, shapes)), *i32(()), *specs(((16, 32),)), *i32((16,)))
+    sizes, batch = ([1024, 4096, 1000], 512) if large else ([32, 64, 10], 16)
+    shapes = nn.mlp_shapes(sizes)
+    return step, (*specs((shapes, shapes, shapes)), *i32(()), *specs(((batch, sizes[0]),)),
+                  *i32((batch,)))
 
 
 # --- attention and transformers ---------------------------------------------------------------
 
 @workload
-def attention_1h():
+def attention_1h(large):
     def f(x, wq, wk, wv):
         return nn.attention(x @ wq, x @ wk, x @ wv)
-    return f, specs(((32, 64), (64, 32), (64, 32), (64, 32)))
+    t, d, h = (2048, 768, 128) if large else (32, 64, 32)
+    return f, specs(((t, d), (d, h), (d, h), (d, h)))
 
 
 @workload
-def mha():
-    return functools.partial(nn.mha, heads=4), (specs(nn.mha_shapes(64)), *specs(((2, 16, 64),)))
+def mha(large):
+    heads, (b, t, d) = (12, (4, 512, 768)) if large else (4, (2, 16, 64))
+    return functools.partial(nn.mha, heads=heads), (specs(nn.mha_shapes(d)), *specs(((b, t, d),)))
 
 
 @workload
-def gpt2_block():
-    return (functools.partial(nn.gpt2_block, heads=4),
-            (specs(nn.gpt2_block_shapes(64)), *specs(((2, 16, 64),))))
+def gpt2_block(large):
+    heads, (b, t, d) = (12, (2, 512, 768)) if large else (4, (2, 16, 64))
+    return (functools.partial(nn.gpt2_block, heads=heads),
+            (specs(nn.gpt2_block_shapes(d)), *specs(((b, t, d),))))
 
 
 @workload
-def gpt2_block_train():
+def gpt2_block_train(large):
     def step(p, x, target):
-        mse = lambda q: jnp.mean(jnp.square(nn.gpt2_block(q, x, 4) - target))  # noqa: E731
+        mse = lambda q: jnp.mean(jnp.square(nn.gpt2_block(q, x, heads) - target))  # noqa: E731
         loss, g = jax.value_and_grad(mse)(p)
         return loss, nn.sgd(p, g, 0.01)
-    return step, (specs(nn.gpt2_block_shapes(32)), *specs(((2, 8, 32), (2, 8, 32))))
+    heads, (b, t, d) = (8, (1, 512, 512)) if large else (4, (2, 8, 32))
+    return step, (specs(nn.gpt2_block_shapes(d)), *specs(((b, t, d), (b, t, d))))
 
 
 @workload
-def transformer_lm():
-    return nn.lm_loss, (specs(nn.lm_shapes(6, 128, 64, 32)), *i32((2, 32), (2, 32)))
+def transformer_lm(large):
+    layers, vocab, d, (b, t) = (2, 8192, 512, (2, 512)) if large else (6, 128, 64, (2, 32))
+    return nn.lm_loss, (specs(nn.lm_shapes(layers, vocab, d, t)), *i32((b, t), (b, t)))
 
 
 @workload
-def transformer_lm_train():
+def transformer_lm_train(large):
     def step(p, tokens, targets):
         loss, g = jax.value_and_grad(nn.lm_loss)(p, tokens, targets)
         return loss, nn.sgd(p, g, 0.01)
-    return step, (specs(nn.lm_shapes(5, 128, 64, 32)), *i32((2, 32), (2, 32)))
+    layers, vocab, d, (b, t) = (2, 8192, 512, (1, 256)) if large else (5, 128, 64, (2, 32))
+    return step, (specs(nn.lm_shapes(layers, vocab, d, t)), *i32((b, t), (b, t)))
 
 
 # --- convolutions -----------------------------------------------------------------------------
 
-@workload
-def cnn():
-    return nn.cnn, (specs(nn.cnn_shapes()), *specs(((2, 16, 16, 3),)))
+def cnn_specs(large):
+    """(parameters, images) of the CNN: 2 x 16x16 RGB with 16/32 channels, or a batch of 64
+    at 32x32 with 64/128 channels."""
+    (n, size), channels = ((64, 32), (64, 128)) if large else ((2, 16), (16, 32))
+    return specs(nn.cnn_shapes(size, channels)), *specs(((n, size, size, 3),))
 
 
 @workload
-def cnn_train():
+def cnn(large):
+    return nn.cnn, cnn_specs(large)
+
+
+@workload
+def cnn_train(large):
     def step(p, x, y):
         loss, g = jax.value_and_grad(lambda q: nn.xent(nn.cnn(q, x), y))(p)
         return loss, nn.sgd(p, g, 0.05)
-    return step, (specs(nn.cnn_shapes()), *specs(((2, 16, 16, 3),)), *i32((2,)))
+    p, x = cnn_specs(large)
+    return step, (p, x, *i32(x.shape[:1]))
 
 
 # --- control flow -----------------------------------------------------------------------------
 
-@workload
-def scan_rnn():
-    return nn.rnn, (specs(nn.RNN_SHAPES), *specs(((10, 4, 16), (4, 32))))
+def rnn_specs(large):
+    """(parameters, inputs [T, B, features], initial state) of the scan RNN."""
+    steps, batch, features, hidden = (100, 64, 256, 512) if large else (10, 4, 16, 32)
+    return (specs(nn.rnn_shapes(features, hidden)),
+            *specs(((steps, batch, features), (batch, hidden))))
 
 
 @workload
-def scan_rnn_grad():
+def scan_rnn(large):
+    return nn.rnn, rnn_specs(large)
+
+
+@workload
+def scan_rnn_grad(large):
     def f(p, xs, h0):
         return jax.value_and_grad(lambda q: jnp.sum(jnp.square(nn.rnn(q, xs, h0)[1])))(p)
-    return f, (specs(nn.RNN_SHAPES), *specs(((10, 4, 16), (4, 32))))
+    return f, rnn_specs(large)
 
 
 @workload
-def while_loop():
+def while_loop(large):
     def f(a, n):
         def cond(s):
             i, _, err = s
@@ -263,112 +304,123 @@ def while_loop():
         i, y, _ = lax.while_loop(cond, body, (0, jnp.maximum(a, 1.0), jnp.float32(jnp.inf)))
         z = lax.fori_loop(0, n, lambda k, z: z * 0.5 + jnp.sin(z + k.astype(jnp.float32)), a)
         return i, y, z
-    return f, (*specs(((64,),)), *i32(()))
+    return f, (*specs(((1 << 20,) if large else (64,),)), *i32(()))
 
 
 @workload
-def cond_switch():
+def cond_switch(large):
     def f(x, k):
         y = lax.cond(jnp.sum(x) > 0, lambda v: jnp.exp(-v), lambda v: v * v - 1.0, x)
         branches = [lambda v: v + 1.0, lambda v: jnp.tanh(v) * 2.0, lambda v: jnp.cumsum(v, 1)]
         return y, lax.switch(k, branches, x)
-    return f, (*specs(((8, 16),)), *i32(()))
+    return f, (*specs(((2048, 2048) if large else (8, 16),)), *i32(()))
 
 
 # --- randomness -------------------------------------------------------------------------------
 
 @workload
-def dropout():
+def dropout(large):
     def f(key, x, rate=0.1):
         keep = jax.random.bernoulli(jax.random.wrap_key_data(key), 1.0 - rate, x.shape)
         return jnp.where(keep, x / (1.0 - rate), 0.0)
-    return f, (*specs(((2,),), jnp.uint32), *specs(((16, 64),)))
+    return f, (*specs(((2,),), jnp.uint32), *specs(((4096, 1024) if large else (16, 64),)))
 
 
 @workload
-def random_sampling():
+def random_sampling(large):
+    n, m, logits_shape = ((1024, 1024), 1 << 20, (1024, 1000)) if large else ((32, 16), 64, (8, 10))
+
     def f(key, logits):
         k1, k2, k3, k4 = jax.random.split(jax.random.wrap_key_data(key), 4)
-        return (jax.random.uniform(k1, (32, 16)), jax.random.normal(k2, (32, 16)),
-                jax.random.randint(k3, (64,), -5, 17), jax.random.categorical(k4, logits))
-    return f, (*specs(((2,),), jnp.uint32), *specs(((8, 10),)))
+        return (jax.random.uniform(k1, n), jax.random.normal(k2, n),
+                jax.random.randint(k3, (m,), -5, 17), jax.random.categorical(k4, logits))
+    return f, (*specs(((2,),), jnp.uint32), *specs((logits_shape,)))
 
 
 # --- low precision ----------------------------------------------------------------------------
 
 @workload
-def mlp_fwd_bf16():
-    return nn.mlp, (specs(nn.mlp_shapes([48, 128, 10]), jnp.bfloat16), *specs(((16, 48),), jnp.bfloat16))
+def mlp_fwd_bf16(large):
+    sizes, batch = ([1024, 4096, 1024], 512) if large else ([48, 128, 10], 16)
+    return nn.mlp, (specs(nn.mlp_shapes(sizes), jnp.bfloat16),
+                    *specs(((batch, sizes[0]),), jnp.bfloat16))
 
 
 @workload
-def softmax_bf16():
-    return functools.partial(jax.nn.softmax, axis=-1), specs(((16, 128),), jnp.bfloat16)
+def softmax_bf16(large):
+    return (functools.partial(jax.nn.softmax, axis=-1),
+            specs(((8192, 1024) if large else (16, 128),), jnp.bfloat16))
 
 
 @workload
-def attention_bf16():
-    return (functools.partial(nn.mha, heads=4),
-            (specs(nn.mha_shapes(64), jnp.bfloat16), *specs(((2, 16, 64),), jnp.bfloat16)))
+def attention_bf16(large):
+    heads, (b, t, d) = (12, (2, 512, 768)) if large else (4, (2, 16, 64))
+    return (functools.partial(nn.mha, heads=heads),
+            (specs(nn.mha_shapes(d), jnp.bfloat16), *specs(((b, t, d),), jnp.bfloat16)))
 
 
 @workload
-def low_precision():
+def low_precision(large):
     def f(x, h):
         scale = jnp.max(jnp.abs(x)) / 448.0
         q = (x / scale).astype(jnp.float8_e4m3fn)
         e5 = x.astype(jnp.float8_e5m2)
         hh = (jnp.exp(h * jnp.float16(0.1)) + h * h).astype(jnp.float16)
         return q.astype(jnp.float32) * scale, e5.astype(jnp.float32), q, hh, jnp.sum(hh.astype(jnp.float32))
-    return f, (*specs(((32, 32),)), *specs(((32, 32),), jnp.float16))
+    n = (2048, 2048) if large else (32, 32)
+    return f, (*specs((n,)), *specs((n,), jnp.float16))
 
 
 # --- integer-heavy ----------------------------------------------------------------------------
 
 @workload
-def sort_topk():
+def sort_topk(large):
     def f(x, n):
         vals, idx = lax.top_k(x, 5)
         return (jnp.argmax(x, axis=1), jnp.argmin(x, axis=0), jnp.sort(x, axis=1),
                 jnp.argsort(n, axis=0), vals, idx, jnp.sort(n, axis=1, descending=True))
-    return f, (*specs(((12, 40),)), *i32((12, 40)))
+    n = (512, 1024) if large else (12, 40)
+    return f, (*specs((n,)), *i32(n))
 
 
 @workload
-def cumulative():
+def cumulative(large):
     def f(x, n):
         return (jnp.cumsum(x, axis=1), jnp.cumsum(n, axis=0), jnp.cumprod(1.0 + 0.01 * x, axis=1),
                 lax.cummax(x, axis=0), jnp.cumsum(x[:, ::-1], axis=1))
-    return f, (*specs(((16, 50),)), *i32((16, 50)))
+    n = (256, 1024) if large else (16, 50)    # cumulative sums are quadratic reduce-windows
+    return f, (*specs((n,)), *i32(n))
 
 
 @workload
-def gather_scatter():
+def gather_scatter(large):
     def f(table, idx, seg, vals, start):
         rows = table[idx]                                         # gather
         added = table.at[idx].add(vals)                           # scatter-add, duplicate rows
         mixed = table.at[idx[:5], 3].set(-1.0).at[idx[5:9]].max(vals[:4])
-        picked = jnp.take_along_axis(table[:20], (idx[:, None] * 7) % 32, axis=1)
+        picked = jnp.take_along_axis(table[:len(idx)], (idx[:, None] * 7) % table.shape[1], axis=1)
         seg_sum = jax.ops.segment_sum(vals, seg, num_segments=6)
         window = lax.dynamic_slice(table, (start, 4), (8, 16))
         updated = lax.dynamic_update_slice(table, window * 2.0, (start + 3, 10))
         return rows, added, mixed, picked, seg_sum, updated
-    return f, (*specs(((50, 32),)), *i32((20,), (20,)), *specs(((20, 32),)), *i32(()))
+    (rows, cols), n = ((8192, 512), 4096) if large else ((50, 32), 20)
+    return f, (*specs(((rows, cols),)), *i32((n,), (n,)), *specs(((n, cols),)), *i32(()))
 
 
 @workload
-def one_hot_xent():
+def one_hot_xent(large):
     def f(emb, w, tokens, labels):
         h = jnp.mean(emb[tokens], axis=1) @ w                     # [B, C]
-        y = jax.nn.one_hot(labels, 10)
+        y = jax.nn.one_hot(labels, w.shape[1])
         loss = -jnp.mean(jnp.sum(y * jax.nn.log_softmax(h), axis=-1))
         acc = jnp.mean((jnp.argmax(h, -1) == labels).astype(jnp.float32))
         return loss, acc
-    return f, (*specs(((100, 24), (24, 10))), *i32((8, 12), (8,)))
+    (vocab, d, classes), (b, t) = ((32768, 512, 1000), (256, 64)) if large else ((100, 24, 10), (8, 12))
+    return f, (*specs(((vocab, d), (d, classes))), *i32((b, t), (b,)))
 
 
 @workload
-def integer_ops():
+def integer_ops(large):
     def f(a, b, u, c):
         d = jnp.where(b == 0, 1, b)
         r = (a // d, a % d, lax.rem(a, d), lax.div(a, d), a << (b & 7), a >> (b & 7),
@@ -377,34 +429,38 @@ def integer_ops():
              jnp.abs(a) * jnp.sign(b), (a.astype(jnp.float32) * 0.5).astype(jnp.int32))
         c16 = c.astype(jnp.int16) * 3
         return (*r, (c16 >> 1).astype(jnp.uint8), jnp.clip(c, -100, 100).astype(jnp.int8))
-    return f, (*i32((16, 16), (16, 16)), *specs(((16, 16),), jnp.uint32), *specs(((64,),), jnp.int8))
+    n, m = ((2048, 2048), (1 << 22,)) if large else ((16, 16), (64,))
+    return f, (*i32(n, n), *specs((n,), jnp.uint32), *specs((m,), jnp.int8))
 
 
 @workload
-def complex_fft():
+def complex_fft(large):
     def f(z, x):
         w = z * jnp.conj(z[::-1]) + jnp.abs(z).astype(jnp.complex64)
         s = jnp.fft.fft(w, axis=-1)
         r = jnp.fft.rfft(x, axis=-1)
         return jnp.fft.ifft(s * 0.5, axis=-1), jnp.real(r) - jnp.imag(r), jnp.angle(lax.complex(x, x[::-1]))
-    return f, (*specs(((8, 32),), jnp.complex64), *specs(((8, 32),)))
+    n = (1024, 1024) if large else (8, 32)
+    return f, (*specs((n,), jnp.complex64), *specs((n,)))
 
 
 @workload
-def x64_ops():
+def x64_ops(large):
     def f(x, n):
         y = jnp.exp(x) / (1.0 + jnp.log1p(jnp.abs(x))) + 1e-300
         m = n * 1_000_000_007 + (n >> 3)
         return y, m, (x * m.astype(jnp.float64)).sum(), (y * 2.0).astype(jnp.float32)
-    return f, (*specs(((64,),), jnp.float64), *specs(((64,),), jnp.int64))
+    n = (1 << 22,) if large else (64,)
+    return f, (*specs((n,), jnp.float64), *specs((n,), jnp.int64))
 
 
 # --- driver -----------------------------------------------------------------------------------
 
-def lower(name: str) -> str:
-    """HLO text of one workload, as JAX hands it to XLA:CPU. The module is named jit_<name>."""
+def lower(name: str, large: bool = False) -> str:
+    """HLO text of one workload (at its large shapes if `large`), as JAX hands it to XLA:CPU.
+    The module is named jit_<name>."""
     with jax.enable_x64(name.startswith("x64")):
-        f, args = WORKLOADS[name]()
+        f, args = WORKLOADS[name](large)
 
         @functools.wraps(f)                # keeps f's signature: parameter names in the HLO
         def entry(*a):
@@ -423,6 +479,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("outdir", type=Path)
     ap.add_argument("names", nargs="*", help="workloads to generate (default: all)")
+    ap.add_argument("--large", action="store_true",
+                    help="the large shapes, NAME.hlo only (benchmarks/large/ holds them)")
     args = ap.parse_args(argv)
     unknown = set(args.names) - set(WORKLOADS)
     if unknown:
@@ -432,9 +490,10 @@ def main(argv=None) -> int:
         return 1
     args.outdir.mkdir(parents=True, exist_ok=True)
     for name in args.names or WORKLOADS:
-        text = lower(name)
+        text = lower(name, args.large)
         (args.outdir / f"{name}.hlo").write_text(text)
-        (args.outdir / f"{name}.xla_opt.hlo").write_text(xla_oracle.optimized_text(text))
+        if not args.large:
+            (args.outdir / f"{name}.xla_opt.hlo").write_text(xla_oracle.optimized_text(text))
         print(f"{name:22} {instruction_count(text):5} instructions")
     return 0
 

@@ -143,7 +143,7 @@ def main(argv=None) -> int:
         rows = exe.profile(inputs, args.profile)
         total = sum(r[1] for r in rows) or 1.0
         for label, t, calls, *moved in rows[:20]:
-            rate = f" {moved[0] / t / 1e9:8.1f} GB/s" if moved and t > 0 else ""
+            rate = f" {moved[0] * calls / t / 1e9:8.1f} GB/s" if moved and t > 0 else ""
             print(f"{t * 1e6:10.1f} us {t / total * 100:5.1f}%  x{calls:<4d}{rate} {label}")
     if args.time:
         times = []

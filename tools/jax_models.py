@@ -86,18 +86,20 @@ def mlp(p, x, act=None):
     return x
 
 
-def cnn_shapes():
-    return {"c1": (3, 3, 3, 16), "dw": (3, 3, 1, 16), "c2": (3, 3, 16, 32), "b2": (32,),
-            "fc_w": (4 * 4 * 32, 10), "fc_b": (10,)}
+def cnn_shapes(size=16, channels=(16, 32)):
+    """Parameters of `cnn` for size x size RGB images (size a multiple of 4)."""
+    c1, c2 = channels
+    return {"c1": (3, 3, 3, c1), "dw": (3, 3, 1, c1), "c2": (3, 3, c1, c2), "b2": (c2,),
+            "fc_w": ((size // 4) ** 2 * c2, 10), "fc_b": (10,)}
 
 
 def cnn(p, x):
-    """x: [N, 16, 16, 3] NHWC -> logits [N, 10]: conv, depthwise conv, max pool, strided conv,
+    """x: [N, S, S, 3] NHWC -> logits [N, 10]: conv, depthwise conv, max pool, strided conv,
     average pool over width (padded window), dense head."""
     dn = ("NHWC", "HWIO", "NHWC")
     h = jax.nn.relu(lax.conv_general_dilated(x, p["c1"], (1, 1), "SAME", dimension_numbers=dn))
     h = lax.conv_general_dilated(h, p["dw"], (1, 1), "SAME", dimension_numbers=dn,
-                                 feature_group_count=16)
+                                 feature_group_count=p["dw"].shape[-1])
     h = lax.reduce_window(h, -jnp.inf, lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID")
     h = jax.nn.relu(lax.conv_general_dilated(h, p["c2"], (2, 2), ((1, 1), (1, 1)),
                                              dimension_numbers=dn) + p["b2"])
@@ -106,7 +108,8 @@ def cnn(p, x):
     return h.reshape(h.shape[0], -1) @ p["fc_w"] + p["fc_b"]
 
 
-RNN_SHAPES = {"wx": (16, 32), "wh": (32, 32), "b": (32,)}
+def rnn_shapes(features, hidden):
+    return {"wx": (features, hidden), "wh": (hidden, hidden), "b": (hidden,)}
 
 
 def rnn(p, xs, h0):
