@@ -260,9 +260,7 @@ def _emit_packed(kb, g: Gemm, out, lo, hi) -> None:
     acc = g.acc
     n_nb, n_parts, part_rows = g.grid()
     n_kb = -(-g.k // kc)
-    per_thread = g.scratch()
-    base = b.gep(kb.scratch, [b.mul(kb.slot, I64(per_thread))], inbounds=True,
-                 source_etype=ir.IntType(8))
+    base = kb.workspace()
     a_pack = base
     b_pack = b.gep(base, [I64(mc * kc)], inbounds=True, source_etype=acc.compute)
     pack_a = g.a_packer(gen) if g.a_packer else None

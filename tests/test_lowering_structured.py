@@ -5,6 +5,8 @@ reduce-window, gather, scatter, sort, select-and-scatter, and data movement fuse
 """
 from __future__ import annotations
 
+import warnings
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -229,6 +231,28 @@ def test_base_dilated_convolution_skips_dilation_holes():
     assert sorted((g.m, g.k) for g in gemms) == [(128, 32), (128, 64), (128, 64), (128, 128)]
     assert not one_gemm(conv)
     check(text, rel=1e-5)
+
+
+def test_threaded_base_dilated_convolution_gives_each_thread_its_own_workspace():
+    """A stride-2 convolution's input gradient (cnn_train) large enough to run on threads:
+    its four phase GEMMs pack into workspaces of different sizes, and a thread in one GEMM
+    must not stride into the part of another thread that is in a bigger one (each thread's
+    part is the kernel's largest need apart). Runs repeatedly: the overlap was a race."""
+    from hlo_opt.targets import cpu_facts
+    text = conv_module("f32[64,8,8,128]", "f32[3,3,64,128]", "window={size=3x3 pad=1_2x1_2 "
+                       "lhs_dilate=2x2}, dim_labels=b01f_01oi->b01f", "f32[64,16,16,64]")
+    m = hlo_opt.parse(text)
+    assert len({g.scratch() for g in conv_gemms(m.entry.root)}) > 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        exe = hlo_opt.compile(m)
+    [kernel] = exe.kernels.values()
+    assert kernel.parallel(2, cpu_facts.PARALLEL_MIN_WORK) and kernel.extent > 1
+    args = random_inputs(m, 0)
+    [want] = hlo_opt.evaluate(m, args)
+    for _ in range(6):
+        [ours] = exe.run(args)
+        assert_matches(ours, want, 8, "out0", atol=1e-5 * float(np.abs(want).max()))
 
 
 def test_depthwise_convolution_with_fused_reversed_kernel():
