@@ -260,9 +260,7 @@ def _emit_packed(kb, g: Gemm, out, lo, hi) -> None:
     acc = g.acc
     n_nb, n_parts, part_rows = g.grid()
     n_kb = -(-g.k // kc)
-    per_thread = g.scratch()
-    base = b.gep(kb.scratch, [b.mul(kb.slot, I64(per_thread))], inbounds=True,
-                 source_etype=ir.IntType(8))
+    base = kb.workspace()
     a_pack = base
     b_pack = b.gep(base, [I64(mc * kc)], inbounds=True, source_etype=acc.compute)
     pack_a = g.a_packer(gen) if g.a_packer else None
@@ -412,7 +410,9 @@ def micro_kernel(acc: ElemType) -> str:
 
     C[i, j] (= or +=, per `first`) sum_p A[p*MR + i] * B[p*NR + j] for i < rows, j < cols:
     MR x NR/W vector accumulators, per p one broadcast of A per row and NR/W vector loads of
-    B, fused multiply-adds; full tiles store whole vectors."""
+    B, fused multiply-adds; full tiles store whole vectors. The sum runs in chains of at most
+    cpu_facts.GEMM_CHAIN steps, each added to C: one FMA chain over a deep K (768) made
+    errors ~30% above BLAS's, whose K blocks are a few hundred deep, at ~1% of the time."""
     mr, nr, lanes = cpu_facts.gemm_tile(acc.bits)
     name = f"gemm_micro_{acc.name}_{mr}x{nr}"
     mod = jit.new_module(name)
@@ -427,10 +427,30 @@ def micro_kernel(acc: ElemType) -> str:
     vt = ir.VectorType(t, lanes)
     nv = nr // lanes
     accs = [[gen.alloca(vt) for _ in range(nv)] for _ in range(mr)]
+    tile = opaque(b, gen.alloca(ir.ArrayType(t, mr * nr)))      # a partial tile's sums
+    chain = I64(cpu_facts.GEMM_CHAIN)
+    with for_range(b, 0, b.udiv(b.add(kc, I64(cpu_facts.GEMM_CHAIN - 1)), chain), "chain",
+                   vectorize=False) as q:
+        p0 = b.mul(q, chain)
+        _chain(b, accs, tile, ap, bp, p0, _min(b, b.add(p0, chain), kc), c, ldc, rows, cols,
+               b.and_(first, b.icmp_signed("==", q, I64(0))), acc)
+    b.ret_void()
+    jit.library(str(mod), [name])
+    return name
+
+
+def _chain(b, accs, tile, ap, bp, p_lo, p_hi, c, ldc, rows, cols, first, acc: ElemType
+           ) -> None:
+    """One chain of the micro-kernel: C[i, j] (= or +=, per `first`) sum over p in
+    [p_lo, p_hi) of A[p*MR + i] * B[p*NR + j]."""
+    mr, nr, lanes = cpu_facts.gemm_tile(acc.bits)
+    t = acc.compute
+    vt = ir.VectorType(t, lanes)
+    nv = nr // lanes
     for row in accs:
         for slot in row:
             b.store(ir.Constant(vt, None), slot)
-    with for_range(b, 0, kc, "p", vectorize=False) as p:
+    with for_range(b, p_lo, p_hi, "p", vectorize=False) as p:
         bvs = [b.load(b.gep(bp, [b.add(b.mul(p, I64(nr)), I64(v * lanes))], inbounds=True,
                             source_etype=t), typ=vt, align=acc.nbytes) for v in range(nv)]
         for i in range(mr):
@@ -450,7 +470,6 @@ def micro_kernel(acc: ElemType) -> str:
                     old = b.load(ptr, typ=vt, align=acc.nbytes)
                     b.store(b.select(first, x, b.fadd(old, x)), ptr, align=acc.nbytes)
         with partial:
-            tile = opaque(b, gen.alloca(ir.ArrayType(t, mr * nr)))
             for i, row in enumerate(accs):
                 for v, slot in enumerate(row):
                     ptr = b.gep(tile, [I64(i * nr + v * lanes)], inbounds=True, source_etype=t)
@@ -462,9 +481,6 @@ def micro_kernel(acc: ElemType) -> str:
                     ptr = b.gep(c, [b.add(b.mul(ldc, i), j)], inbounds=True, source_etype=t)
                     old = b.load(ptr, typ=t)
                     b.store(b.select(first, x, b.fadd(old, x)), ptr)
-    b.ret_void()
-    jit.library(str(mod), [name])
-    return name
 
 
 # ------------------------------------------------------------------------------- dot

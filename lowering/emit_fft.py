@@ -129,8 +129,7 @@ def emit_fft(kb, inst, dests, lo, hi):
             store(b, zero(out_et), dests[0].ptr, out_et, i)
         return
     t = g.ctype
-    base = b.gep(kb.scratch, [b.mul(kb.slot, I64(g.scratch_bytes()))], inbounds=True,
-                 source_etype=I8)
+    base = kb.workspace()
     bufs = [Pair(*(b.gep(base, [I64(k * g.capacity)], inbounds=True, source_etype=t)
                    for k in pair), t) for pair in ((0, 1), (2, 3))]
     block = b.gep(base, [I64(g.line_bytes())], inbounds=True, source_etype=I8)

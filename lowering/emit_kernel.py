@@ -72,10 +72,11 @@ class KernelBuilder:
     """State shared by the phase emitters of one kernel function."""
 
     def __init__(self, fn: ir.Function, b: ir.IRBuilder, sources: dict[int, Source],
-                 begin, end, slot, scratch):
+                 begin, end, slot, scratch, scratch_per_thread: int):
         self.fn, self.b = fn, b
         self.sources = sources
         self.begin, self.end, self.slot, self.scratch = begin, end, slot, scratch
+        self.scratch_per_thread = scratch_per_thread
         # of the step being emitted: its other roots (siblings computed in the same loops)
         # and what its phases store besides their roots (Phase.tees), as (inst, dests)
         self.siblings: list = []
@@ -90,6 +91,14 @@ class KernelBuilder:
 
     def elemental(self) -> Elemental:
         return Elemental(self.b, self.sources)
+
+    def workspace(self):
+        """This thread's part of the scratch buffer (an i8 pointer). Its stride is the
+        kernel's per-thread scratch, the largest any of its phases needs: a phase that
+        strode by its own need could overlap another thread's part while that thread runs
+        a phase needing more (a base-dilated convolution's GEMMs differ in size)."""
+        return self.b.gep(self.scratch, [self.b.mul(self.slot, I64(self.scratch_per_thread))],
+                          inbounds=True, source_etype=ir.IntType(8))
 
 
 # hero opcode -> (emit(kb, root, dests, lo, hi), plan(root) -> (extent, work, scratch bytes),
@@ -154,7 +163,7 @@ def emit_kernel(comp: Computation, name: str, key: str = "",
     temp_ptrs = iter(args[len(out_shapes) + n_in:n_buf - 1])
     begin, end, slot = args[n_buf:]
     sources = {id(p): Source(ptr, p.shape) for p, ptr in zip(params + constants, in_ptrs)}
-    kb = KernelBuilder(impl, b, sources, begin, end, slot, args[n_buf - 1])
+    kb = KernelBuilder(impl, b, sources, begin, end, slot, args[n_buf - 1], scratch)
     for step, plan in zip(steps, plans):
         outs = []
         for g in step:

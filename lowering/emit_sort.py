@@ -123,8 +123,7 @@ def emit_sort(kb, inst, dests, lo, hi):
         return
     sizes = _carried(inst)
     raw = [ir.IntType(8 * size) for size in sizes]
-    base = b.gep(kb.scratch, [b.mul(kb.slot, I64(scratch_bytes(inst)))], inbounds=True,
-                 source_etype=I8)
+    base = kb.workspace()
     buffers, offset = ([], []), 0
     for size in sizes:
         for half in buffers:

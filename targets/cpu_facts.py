@@ -25,6 +25,9 @@ GEMM_MIN_SPLIT_COLS = 128   # narrowest column block made to give threads their 
 # L2) ran at 125 GFLOP/s with KC = 192 (the B micro-panel in half of L1), 149 with 384 and
 # 165 with 768 (this rule); 512x768x768 148 / 158 / 158; only a whole K of 4096 lost.
 GEMM_L2_SHARE = 0.75
+# The micro-kernel sums at most this many products of K in one chain of FMAs before adding
+# them to C (emit_dot.micro_kernel): rounding errors grow with a chain's length.
+GEMM_CHAIN = 256
 
 # A kernel whose estimated work is below this runs on one thread. Work is counted in
 # element-operations of a vectorized loop (~1 ns each here); a GEMM's flops count

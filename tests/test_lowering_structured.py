@@ -5,6 +5,8 @@ reduce-window, gather, scatter, sort, select-and-scatter, and data movement fuse
 """
 from __future__ import annotations
 
+import warnings
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -95,6 +97,22 @@ def test_large_dot_runs_on_threads():
     assert kernel.parallel(2, cpu_facts.PARALLEL_MIN_WORK) and kernel.extent > 1
     check(text, rel=1e-5)
     del kernel_for
+
+
+def test_deep_f32_dot_is_as_accurate_as_blas():
+    """K = 768 products per element (a transformer's QKV projection): the micro-kernel sums
+    them in FMA chains of at most GEMM_CHAIN, added to C, so rounding errors stay at BLAS's
+    level (the interpreter's np.matmul); one 768-long chain was ~30% worse on average,
+    enough to push attention's softmax past the interpreter check."""
+    text = module("""
+        x = f32[192,768] parameter(0)
+        y = f32[768,256] parameter(1)
+        ROOT d = f32[192,256] dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}""")
+    m = hlo_opt.parse(text)
+    args = random_inputs(m, 0)
+    exact = np.asarray(args[0], np.float64) @ np.asarray(args[1], np.float64)
+    [ours], [blas] = run_both(m, args)
+    assert np.abs(ours - exact).mean() <= np.abs(blas - exact).mean()
 
 
 @pytest.mark.parametrize("m, k, n, threads, cols, parts", [
@@ -229,6 +247,28 @@ def test_base_dilated_convolution_skips_dilation_holes():
     assert sorted((g.m, g.k) for g in gemms) == [(128, 32), (128, 64), (128, 64), (128, 128)]
     assert not one_gemm(conv)
     check(text, rel=1e-5)
+
+
+def test_threaded_base_dilated_convolution_gives_each_thread_its_own_workspace():
+    """A stride-2 convolution's input gradient (cnn_train) large enough to run on threads:
+    its four phase GEMMs pack into workspaces of different sizes, and a thread in one GEMM
+    must not stride into the part of another thread that is in a bigger one (each thread's
+    part is the kernel's largest need apart). Runs repeatedly: the overlap was a race."""
+    from hlo_opt.targets import cpu_facts
+    text = conv_module("f32[64,8,8,128]", "f32[3,3,64,128]", "window={size=3x3 pad=1_2x1_2 "
+                       "lhs_dilate=2x2}, dim_labels=b01f_01oi->b01f", "f32[64,16,16,64]")
+    m = hlo_opt.parse(text)
+    assert len({g.scratch() for g in conv_gemms(m.entry.root)}) > 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        exe = hlo_opt.compile(m)
+    [kernel] = exe.kernels.values()
+    assert kernel.parallel(2, cpu_facts.PARALLEL_MIN_WORK) and kernel.extent > 1
+    args = random_inputs(m, 0)
+    [want] = hlo_opt.evaluate(m, args)
+    for _ in range(6):
+        [ours] = exe.run(args)
+        assert_matches(ours, want, 8, "out0", atol=1e-5 * float(np.abs(want).max()))
 
 
 def test_depthwise_convolution_with_fused_reversed_kernel():
