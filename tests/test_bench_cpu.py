@@ -26,7 +26,8 @@ def _largest_array(module) -> int:
 
 def test_every_workload_has_a_large_variant():
     assert sorted(p.name for p in LARGE.glob("*.hlo")) == WORKLOADS
-    assert bench_cpu.LARGE == LARGE
+    # what the benchmark reads, installed or from the checkout, is what the repository ships
+    assert sorted(p.name for p in bench_cpu.LARGE.glob("*.hlo")) == WORKLOADS
 
 
 @pytest.mark.parametrize("name", WORKLOADS)
