@@ -66,13 +66,15 @@ def _intrinsic(name):
 
 def _transcendental(op: str, c_name: str | None):
     """f32 (and narrow floats, computed in f32) use mathlib.py, or an f32 library function
-    (`_f32_call`); f64 mathlib.py's exp, log and log1p; everything else calls libm in double
-    (c_name None: logistic, which libm has not)."""
+    (`_f32_call`); f64 mathlib.py's exp, log and log1p where the module has no math library
+    of its own (GPU kernels link libdevice's); everything else calls libm in double (c_name
+    None: logistic, which libm has not)."""
     fast = {str(F32): mathlib.F32_FUNCTIONS.get(op), str(F64): mathlib.F64_FUNCTIONS.get(op)}
 
     def emit(b, x, t, inst):
-        if fast.get(str(x.type)) is not None:
-            return fast[str(x.type)](b, x)
+        inline = fast.get(str(x.type))
+        if inline is not None and (x.type == F32 or math_library(b.module) is None):
+            return inline(b, x)
         y = _f32_call(b, op, c_name, [x]) if x.type == F32 and c_name else None
         if y is not None:
             return y
