@@ -5,7 +5,7 @@ Semantics are XLA's (and the interpreter's): maximum/minimum propagate NaN and o
 (llvm.maximum); integer x/0 = -1 and x%0 = x; float->int converts saturate and send NaN to 0
 (llvm.fptosi.sat); shifts by >= the bit width give 0 or the sign fill; narrow floats compute
 in f32 and are rounded back after every op; transcendental functions are mathlib.py's in f32
-and libm's in f64 (libdevice's, in f32 and f64, in GPU kernels).
+(and exp, log and log1p in f64) and libm's otherwise (libdevice's in GPU kernels).
 """
 from __future__ import annotations
 
@@ -66,13 +66,15 @@ def _intrinsic(name):
 
 def _transcendental(op: str, c_name: str | None):
     """f32 (and narrow floats, computed in f32) use mathlib.py, or an f32 library function
-    (`_f32_call`); f64, and everything without either, call libm in double (c_name None:
-    logistic, which libm has not)."""
-    fast = mathlib.F32_FUNCTIONS.get(op)
+    (`_f32_call`); f64 mathlib.py's exp, log and log1p where the module has no math library
+    of its own (GPU kernels link libdevice's); everything else calls libm in double (c_name
+    None: logistic, which libm has not)."""
+    fast = {str(F32): mathlib.F32_FUNCTIONS.get(op), str(F64): mathlib.F64_FUNCTIONS.get(op)}
 
     def emit(b, x, t, inst):
-        if x.type == F32 and fast is not None:
-            return fast(b, x)
+        inline = fast.get(str(x.type))
+        if inline is not None and (x.type == F32 or math_library(b.module) is None):
+            return inline(b, x)
         y = _f32_call(b, op, c_name, [x]) if x.type == F32 and c_name else None
         if y is not None:
             return y

@@ -7,19 +7,23 @@ operation semantics define; start indices are clamped so the slice fits.
 scatter and select-and-scatter write through indices, so they are phases of their own: copy
 the operand (or the init value) to the output, then apply the updates one by one in order
 with the combiner inlined. Updates whose window would leave the operand are skipped whole,
-as XLA's CPU backend (and the interpreter) does. These loops run on one thread: updates may
-hit the same element.
+as XLA's CPU backend (and the interpreter) does. Updates may hit the same element, so
+threads never split them: a scatter's threads own rows of the output instead, each copying
+its rows and applying to them the part of every window that falls there, in order.
 """
 from __future__ import annotations
 
 import math
+from functools import partial
 
 from llvmlite import ir
 
 from .elemental import Elemental, register
-from .emit_kernel import emit_loop
+from ..targets import cpu_facts
+from .emit_kernel import CHUNKS_PER_THREAD, emit_loop
 from .emit_kernel import register as register_phase
-from .emit_loops import Index, add, const, delinearize, for_range, linearize, mul, nest, placed
+from .emit_loops import (Index, add, const, delinearize, for_range, linearize, mul, nest,
+                         placed, ranges, udiv)
 from .emit_reduce import Reducer
 from .ltypes import I1, I64, elem, load, store
 
@@ -75,9 +79,9 @@ register({"gather": gather_value})
 
 # --------------------------------------------------------------------------- scatter
 
-def _plan_serial(inst):
-    n = sum(o.shape.num_elements for o in inst.operands)
-    return 1, float(n), 0
+# element-operations that finding one update's window (its index vector, the fit test and
+# the part's share of it) costs: what each extra part pays once per update
+SCAN_COST = 8.0
 
 
 def scatter_layout(inst) -> tuple[list, list]:
@@ -85,6 +89,11 @@ def scatter_layout(inst) -> tuple[list, list]:
     upd_dims = inst.operands[-1].shape.dims
     window_dims = list(inst.attrs.get("update_window_dims", ()))
     return [d for d in range(len(upd_dims)) if d not in window_dims], window_dims
+
+
+def _inserted(inst) -> set:
+    a = inst.attrs
+    return set(a.get("inserted_window_dims", ())) | set(a.get("input_batching_dims", ()))
 
 
 def scatter_start(gen: Elemental, inst, batch: list) -> tuple[list, ir.Value]:
@@ -96,9 +105,7 @@ def scatter_start(gen: Elemental, inst, batch: list) -> tuple[list, ir.Value]:
     indices = inst.operands[n]
     ivd = a["index_vector_dim"]
     shape = inst.operands[0].shape.dims
-    inserted = set(a.get("inserted_window_dims", ())) | set(a.get("input_batching_dims", ()))
-    sizes = iter(inst.operands[-1].shape.dims[d] for d in scatter_layout(inst)[1])
-    window = [1 if d in inserted else next(sizes) for d in range(len(shape))]
+    window = _window(inst)
     starts: list = [0] * len(shape)
     for k, d in enumerate(a["scatter_dims_to_operand_dims"]):
         starts[d], _ = _index_value(gen, indices, _vector_coords(batch, k, ivd, indices.shape.rank))
@@ -113,10 +120,16 @@ def scatter_start(gen: Elemental, inst, batch: list) -> tuple[list, ir.Value]:
     return starts, ok
 
 
+def _window(inst) -> list[int]:
+    """The extent of an update window along each operand dimension."""
+    inserted = _inserted(inst)
+    sizes = iter(inst.operands[-1].shape.dims[d] for d in scatter_layout(inst)[1])
+    return [1 if d in inserted else next(sizes) for d in range(inst.operands[0].shape.rank)]
+
+
 def scatter_position(b: ir.IRBuilder, inst, starts: list, window: list):
     """Linear position in the operand of window element `window` of a window at `starts`."""
-    a = inst.attrs
-    inserted = set(a.get("inserted_window_dims", ())) | set(a.get("input_batching_dims", ()))
+    inserted = _inserted(inst)
     shape = inst.operands[0].shape.dims
     it = iter(window)
     coords = [starts[d] if d in inserted else add(b, starts[d], next(it))
@@ -124,12 +137,47 @@ def scatter_position(b: ir.IRBuilder, inst, starts: list, window: list):
     return const(linearize(b, coords, shape))
 
 
-def emit_scatter(kb, inst, dests, lo, hi):
+def _rows(inst) -> tuple[int | None, int, int]:
+    """(operand dimension that parts of a scatter split: its outermost of other than one
+    position, or None; its size; elements per position along it). Positions along it are
+    contiguous runs of the operand."""
+    dims = inst.operands[0].shape.dims
+    s = next((d for d, n in enumerate(dims) if n != 1), None)
+    return (None, 1, 1) if s is None else (s, dims[s], math.prod(dims[s + 1:]))
+
+
+def plan_scatter(inst, in_place: bool = False):
+    """(parts, work, scratch) of emit_scatter: the operand's rows (_rows) when splitting
+    pays, else one part. Every part finds every update's window (SCAN_COST each) but
+    copies and updates only its rows, so many small updates into few rows stay serial."""
+    n = len(inst.operands) // 2
+    scatter_dims, window_dims = scatter_layout(inst)
+    upd = inst.operands[-1].shape.dims
+    updates = math.prod(upd[d] for d in scatter_dims)
+    copy = 0 if in_place else n * inst.operands[0].shape.num_elements
+    work = copy + updates * (n * math.prod(upd[d] for d in window_dims) + SCAN_COST)
+    rows = _rows(inst)[1]
+    extra = (min(rows, CHUNKS_PER_THREAD * cpu_facts.threads()) - 1) * updates * SCAN_COST
+    if rows < 2 or 2 * extra > work:
+        return 1, float(work), 0
+    return rows, float(work + extra), 0
+
+
+def emit_scatter(kb, inst, dests, lo, hi, in_place: bool = False):
+    """Parts [lo, hi) of the operand's rows (plan_scatter): copy them from the operand
+    (unless `in_place`: dests already hold it), then apply every update in order to the
+    part of its window in those rows, with the combiner inlined and the innermost window
+    dimension as the vector loop. Each element belongs to one part, so parts run on
+    threads and every element sees its updates in order, whatever the combiner."""
     b = kb.b
     n = len(inst.operands) // 2
     inputs, updates = inst.operands[:n], inst.operands[n + 1:]
-    for x, dest in zip(inputs, dests):
-        emit_loop(kb, [(x, [dest], None)], 0, x.shape.num_elements, flat=True)
+    s, rows, inner = _rows(inst)
+    parts = plan_scatter(inst, in_place)[0]
+    r0, r1 = ((v if parts == rows else udiv(b, mul(b, v, rows), parts)) for v in (lo, hi))
+    if not in_place:
+        for x, dest in zip(inputs, dests):
+            emit_loop(kb, [(x, [dest], None)], mul(b, r0, inner), mul(b, r1, inner), flat=True)
     gen = kb.elemental()
     upd_dims = updates[0].shape.dims
     scatter_dims, window_dims = scatter_layout(inst)
@@ -137,8 +185,9 @@ def emit_scatter(kb, inst, dests, lo, hi):
     with nest(b, [upd_dims[d] for d in scatter_dims], "s") as batch:
         gen.push_scope()
         starts, ok = scatter_start(gen, inst, batch)
+        bounds, ok = _rows_of_window(b, inst, starts, ok, r0, r1)
         with b.if_then(ok):
-            with nest(b, [upd_dims[d] for d in window_dims], "w") as wv:
+            with ranges(b, bounds, "w") as wv:
                 gen.push_scope()
                 ucoords = placed(len(upd_dims), (scatter_dims, batch), (window_dims, wv))
                 lin = scatter_position(b, inst, starts, wv)
@@ -148,6 +197,26 @@ def emit_scatter(kb, inst, dests, lo, hi):
                     store(b, v, dest.ptr, dest.et, lin)
                 gen.pop_scope()
         gen.pop_scope()
+
+
+def _rows_of_window(b: ir.IRBuilder, inst, starts: list, ok, r0, r1) -> tuple[list, ir.Value]:
+    """(range of each window dimension within operand rows [r0, r1) of _rows, whether the
+    window is applied: it fits and reaches those rows)."""
+    s = _rows(inst)[0]
+    window = _window(inst)
+    inserted = _inserted(inst)
+    bounds = [(0, window[d]) for d in range(len(window)) if d not in inserted]
+    if s is None:
+        return bounds, ok
+    start = const(starts[s])
+    if s in inserted:
+        inside = b.and_(b.icmp_signed("<=", const(r0), start), b.icmp_signed("<", start, const(r1)))
+        return bounds, b.and_(ok, inside)
+    k = sum(d not in inserted for d in range(s))
+    first, last = b.sub(const(r0), start), b.sub(const(r1), start)
+    bounds[k] = (b.select(b.icmp_signed(">", first, I64(0)), first, I64(0)),
+                 b.select(b.icmp_signed("<", last, I64(window[s])), last, I64(window[s])))
+    return bounds, ok
 
 
 # ----------------------------------------------------------------- select-and-scatter
@@ -203,8 +272,8 @@ def _apart(inst) -> int:
 
 
 def _plan_select_and_scatter(inst):
-    _, work, _ = _plan_serial(inst)
-    return math.prod(inst.operands[0].shape.dims[:_apart(inst)]), work, 0
+    work = sum(o.shape.num_elements for o in inst.operands)
+    return math.prod(inst.operands[0].shape.dims[:_apart(inst)]), float(work), 0
 
 
 def emit_select_and_scatter(kb, inst, dests, lo, hi):
@@ -232,5 +301,6 @@ def emit_select_and_scatter(kb, inst, dests, lo, hi):
             gen.pop_scope()
 
 
-register_phase("scatter", emit_scatter, _plan_serial)
+register_phase("scatter", emit_scatter, plan_scatter,
+               in_place=(partial(emit_scatter, in_place=True), partial(plan_scatter, in_place=True)))
 register_phase("select-and-scatter", emit_select_and_scatter, _plan_select_and_scatter)

@@ -105,12 +105,18 @@ class KernelBuilder:
 #                 joins(a, b) -> whether roots a and b run in one step, or None);
 # a GEMM's emit and plan also take `gemm=` when the root is its epilogue (Phase.gemm)
 PHASES: dict[str, tuple] = {}
+# root opcode -> (emit, plan, None) of a root whose output buffer already holds its operand
+# 0 (emit_kernel's `updates`, in_place.py): it writes only what changes
+IN_PLACE: dict[str, tuple] = {}
 
 
-def register(opcode: str, emit, plan, joins=None) -> None:
+def register(opcode: str, emit, plan, joins=None, in_place=None) -> None:
     """`joins`: phases with roots of this opcode that one loop nest can compute together
-    (the emitter then gets the step's other roots as kb.siblings)."""
+    (the emitter then gets the step's other roots as kb.siblings). `in_place`: (emit,
+    plan) of such a root updating its operand 0 in place (IN_PLACE)."""
     PHASES[opcode] = (emit, plan, joins)
+    if in_place:
+        IN_PLACE[opcode] = (*in_place, None)
 
 
 def kernel_outputs(comp: Computation) -> list[Instruction]:
@@ -127,8 +133,8 @@ def emit_kernel(comp: Computation, name: str, key: str = "",
                 updates: tuple[int, ...] = ()) -> KernelCode:
     """Emit `comp` as kernel `name` (UnsupportedError if some op has no emitter); `key` is
     its fingerprint when the caller has it. `updates`: positions among its outputs of
-    dynamic-update-slices whose output buffer the host passes already holding operand 0
-    (in_place.py): the kernel writes only their updates."""
+    roots in IN_PLACE (dynamic-update-slices, scatters) whose output buffer the host passes
+    already holding operand 0 (in_place.py): the kernel writes only their updates."""
     groups, steps, plans = plan_steps(comp, updates)
     outputs = kernel_outputs(comp)
     offsets = [sum(len(_leaves(o)) for o in outputs[:k]) for k in range(len(outputs))]
@@ -291,7 +297,7 @@ def _padded(n: int) -> int:
 def _entry(comp: Computation, g: Phase, updates: tuple[int, ...]):
     """(emit, plan, joins) of phase g, None for a loop phase (emit_loop)."""
     if updates and any(g.root is kernel_outputs(comp)[k] for k in updates):
-        return emit_update, plan_update, None
+        return IN_PLACE[g.root.opcode]
     return PHASES.get(g.hero.opcode)
 
 
@@ -404,6 +410,9 @@ def emit_update(kb: KernelBuilder, inst: Instruction, dests, lo, hi):
             at = linearize(b, [add(b, c, s) for c, s in zip(coords, starts)], out.dims)
             store(b, v, out.ptr, out.et, const(at))
             gen.pop_scope()
+
+
+IN_PLACE["dynamic-update-slice"] = (emit_update, plan_update, None)
 
 
 def store_outputs(gen: Elemental, outputs: list, index: Index, linear) -> None:

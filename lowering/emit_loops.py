@@ -243,26 +243,39 @@ def for_range(b: ir.IRBuilder, lo: Int, hi: Int, name: str = "i", vectorize: boo
 @contextmanager
 def nest(b: ir.IRBuilder, dims: Sequence[int], name: str = "d"):
     """Nested loops over all of `dims` (outermost first); yields the coordinates."""
-    values: list[Int] = []
-    with _nest(b, list(dims), values, name):
+    with ranges(b, [(0, n) for n in dims], name) as values:
         yield values
 
 
 @contextmanager
-def _nest(b, dims, values, name):
-    if not dims:
+def ranges(b: ir.IRBuilder, bounds: Sequence[tuple[Int, Int]], name: str = "d"):
+    """Nested loops over [lo, hi) per dimension (outermost first; bounds may be computed),
+    only the innermost vectorized; yields the coordinates. A range of one known position
+    is no loop."""
+    values: list[Int] = []
+    with _nest(b, list(bounds), values, name):
+        yield values
+
+
+def _one(lo: Int, hi: Int) -> bool:
+    return isinstance(lo, int) and isinstance(hi, int) and hi - lo == 1
+
+
+@contextmanager
+def _nest(b, bounds, values, name):
+    if not bounds:
         yield
         return
-    n = dims[0]
-    if n == 1:
-        values.append(0)
-        with _nest(b, dims[1:], values, name):
+    lo, hi = bounds[0]
+    if _one(lo, hi):
+        values.append(lo)
+        with _nest(b, bounds[1:], values, name):
             yield
         return
-    innermost = all(d == 1 for d in dims[1:])
-    with for_range(b, 0, n, f"{name}{len(values)}", vectorize=innermost) as iv:
+    innermost = all(_one(*r) for r in bounds[1:])
+    with for_range(b, lo, hi, f"{name}{len(values)}", vectorize=innermost) as iv:
         values.append(iv)
-        with _nest(b, dims[1:], values, name):
+        with _nest(b, bounds[1:], values, name):
             yield
 
 

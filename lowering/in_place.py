@@ -2,10 +2,10 @@
 
 Run on a built program before buffer assignment (runtime.build), by identity of buffers:
 
-* a kernel output that is a dynamic-update-slice of an input nobody else in the kernel
-  reads (a scan writing one slice of its stacked outputs per iteration) is written into
-  that input's buffer, storing only the update (emit_kernel's `updates`), when the old
-  value is dead there: a temporary of the same program, or the state of the loop whose
+* a kernel output that is a dynamic-update-slice or a scatter of an input nobody else in
+  the kernel reads (a scan writing one slice of its stacked outputs per iteration, a
+  scatter into a temporary) is written into that input's buffer, storing only the updates
+  (emit_kernel's `updates`), when the old value is dead there: a temporary of the same program, or the state of the loop whose
   body this is and that the body returns in the same position, read by no later step and
   not a result. Module parameters (the caller's arrays) and constants are never written;
 * a loop's state element is its initial value's buffer, so nothing is copied in, when the
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import fields
 
-from .emit_kernel import kernel_outputs
+from .emit_kernel import IN_PLACE, kernel_outputs
 from .program import Buffer, Conditional, KernelStep, Program, While, step_io
 
 
@@ -33,12 +33,13 @@ def apply(program: Program, results: list[Buffer], update_kernel_for) -> None:
 def updatable(comp) -> list[tuple[int, int, int]]:
     """(output position, its buffer's position among the kernel's output buffers, parameter
     number) of every output of a kernel computing `comp` that may update an input in place:
-    a dynamic-update-slice (not of a scalar), output once, whose operand 0 is a parameter no
-    other instruction reads."""
+    an array (not a scalar) that a dynamic-update-slice or scatter (emit_kernel.IN_PLACE)
+    computes, output once, whose operand 0 is a parameter no other instruction reads."""
     outputs = kernel_outputs(comp)
     found, leaf = [], 0
     for k, out in enumerate(outputs):
-        target = out.operands[0] if out.opcode == "dynamic-update-slice" else None
+        target = out.operands[0] if out.opcode in IN_PLACE and not out.shape.is_tuple \
+            else None
         if target is not None and target.opcode == "parameter" and out.shape.rank and \
                 sum(o is out for o in outputs) == 1 and \
                 sum(o is target for i in comp.post_order() for o in i.operands) == 1:

@@ -1,4 +1,4 @@
-"""Vectorizable f32 transcendental functions, emitted inline as straight-line LLVM IR.
+"""Vectorizable transcendental functions, emitted inline as straight-line LLVM IR.
 
 LLVM's `llvm.exp.f32` and friends become scalar libm calls, which stop the loop vectorizer.
 These are branch-free polynomial versions (selects, fma, bit tricks) that vectorize with the
@@ -16,16 +16,27 @@ in brackets; tanh and erf measured on every 7th f32 bit pattern of both signs, d
     erf      1.0 [1.5] x + x * P(x^2) below 1, a degree 14 polynomial in |x| - 2.51 up to
                       3.92 (both fitted here), 1 above: 21 fma, no exp, no divide
 
-XLA:CPU's own approximations are within 1-2.5 ulp (xla_oracle.py). f64 and the rarer
-functions (sin, cos, tan, atan2, cbrt, pow) call libm in double, correctly rounded or within
-1 ulp; bf16/f16/f8 compute in f32 and round once.
+f64 exp, log and log1p are inline too (Taylor coefficients, not fitted: see below); errors
+in ulps of the f64 result against long double over ~1.2e6 samples (random bit patterns of
+both signs, denormals included, every decade, the overflow and underflow edges, ±0, ±inf,
+NaN; tests/test_lowering_math.py):
+
+    exp      1.2 [2]  same scheme as f32, degree 13
+    log      0.8 [1]  2 atanh(f / (2 + f)) around the exact f; denormals scaled by 2^54
+    log1p    1.5 [2]  log(u) + (x - (u - 1)) / u, u = 1 + x
+
+XLA:CPU's own approximations are within 1-2.5 ulp (xla_oracle.py). The other f64 functions
+and the rarer f32 ones (sin, cos, tan, atan2, cbrt, pow) call libm in double, correctly
+rounded or within 1 ulp; bf16/f16/f8 compute in f32 and round once.
 """
 from __future__ import annotations
+
+from typing import NamedTuple
 
 from llvmlite import ir
 
 from .intrinsics import call
-from .ltypes import F32, I32
+from .ltypes import F32, F64, I32, I64
 
 LOG2E = 1.44269504088896341
 # Cephes expf: ln 2 split so that n * C1 is exact.
@@ -51,14 +62,44 @@ ERF_LARGE = [1.0918366e-06, 8.7395233e-07, -1.6990447e-05, 1.43989e-05, 8.617866
 ERF_ONE = 3.919206              # the least f32 whose erf rounds to 1
 
 
-class _F:
-    """Terse f32 arithmetic on one builder."""
+# f64: ln 2 with the low 32 bits of its double cleared (n * LN2_HI is exact for every n
+# that occurs) and the rest; exp's Taylor coefficients 1/k! for k = 13 .. 2 (the first
+# omitted term, r^14/14!, is 0.03 ulp at |r| = ln 2 / 2); log's 2/(2k+1) for k = 10 .. 1
+# of 2 atanh(s) = 2s + s R(s^2) (first omitted term 0.005 ulp at s^2 = 0.0295).
+LN2_HI, LN2_LO = 0.6931467056274414, 4.7493250390316726e-07
+EXP_POLY_F64 = [1.6059043836821613e-10, 2.08767569878681e-09, 2.505210838544172e-08,
+                2.755731922398589e-07, 2.7557319223985893e-06, 2.48015873015873e-05,
+                0.0001984126984126984, 0.001388888888888889, 0.008333333333333333,
+                0.041666666666666664, 0.16666666666666666, 0.5]
+LOG_ATANH_F64 = [0.09523809523809523, 0.10526315789473684, 0.11764705882352941,
+                 0.13333333333333333, 0.15384615384615385, 0.18181818181818182,
+                 0.2222222222222222, 0.2857142857142857, 0.4, 0.6666666666666666]
 
-    def __init__(self, b: ir.IRBuilder):
+
+class _Float(NamedTuple):
+    """A float type's bit layout and exp's constants for it."""
+    bits: ir.IntType
+    mantissa: int
+    bias: int
+    ln2: tuple[float, float]      # ln 2 in two parts, the first exact times any n used
+    exp_poly: list[float]
+    exp_range: tuple[float, float]  # exp's argument clamped here: 0 below, inf above
+
+
+FLOATS = {str(F32): _Float(I32, 23, 127, (EXP_C1, EXP_C2), EXP_POLY, (-104.0, 89.0)),
+          str(F64): _Float(I64, 52, 1023, (LN2_HI, LN2_LO), EXP_POLY_F64, (-746.0, 710.0))}
+
+
+class _F:
+    """Terse arithmetic in one float type (that of `like`, f32 by default) on one builder."""
+
+    def __init__(self, b: ir.IRBuilder, like=None):
         self.b = b
+        self.t = like.type if like is not None else F32
+        self.facts = FLOATS[str(self.t)]
 
     def c(self, v: float):
-        return F32(v)
+        return self.t(v)
 
     def fma(self, x, y, z):
         return call(self.b, "llvm.fma", [x, y, z])
@@ -85,27 +126,32 @@ class _F:
         return self.b.select(cond, x, y)
 
     def pow2i(self, n):
-        """2**n for an i32 n in [-126, 127], as a float."""
-        b = self.b
-        return b.bitcast(b.shl(b.add(n, I32(127)), I32(23)), F32)
+        """2**n for an integer n of the type's width within its normal exponents."""
+        b, t = self.b, self.facts
+        return b.bitcast(b.shl(b.add(n, t.bits(t.bias)), t.bits(t.mantissa)), self.t)
 
 
 def _exp_parts(b: ir.IRBuilder, x):
-    """(p, n) with exp(x) = p * 2**n, p in [0.7, 1.42] and n an i32, for finite x within
-    [-104, 89] (Cephes expf: reduction by n ln 2 in two steps, a degree 7 polynomial)."""
-    f = _F(b)
+    """(p, n) with exp(x) = p * 2**n, p in [0.7, 1.42] and n an integer of x's width, for
+    finite x within the type's exp_range: reduction by n ln 2 in two steps, then p = 1 + r +
+    r^2 P(r) (f32: Cephes expf's degree 7; f64: Taylor to degree 13)."""
+    f = _F(b, x)
     n = call(b, "llvm.roundeven", [b.fmul(x, f.c(LOG2E))])
-    r = f.fma(n, f.c(-EXP_C1), x)
-    r = f.fma(n, f.c(-EXP_C2), r)
+    r = f.fma(n, f.c(-f.facts.ln2[0]), x)
+    r = f.fma(n, f.c(-f.facts.ln2[1]), r)
     z = b.fmul(r, r)
-    return f.fma(f.horner(r, EXP_POLY), z, b.fadd(r, f.c(1.0))), b.fptosi(n, I32)
+    return f.fma(f.horner(r, f.facts.exp_poly), z, b.fadd(r, f.c(1.0))), \
+        b.fptosi(n, f.facts.bits)
 
 
 def exp(b: ir.IRBuilder, x):
-    f = _F(b)
-    xc = call(b, "llvm.minnum", [call(b, "llvm.maxnum", [x, f.c(-104.0)]), f.c(89.0)])
+    """f32 or f64; 2^n is applied in two halves, so results near overflow and denormal
+    results are one rounding of p * 2^n."""
+    f = _F(b, x)
+    lo, hi = f.facts.exp_range
+    xc = call(b, "llvm.minnum", [call(b, "llvm.maxnum", [x, f.c(lo)]), f.c(hi)])
     p, ni = _exp_parts(b, xc)
-    half = b.ashr(ni, I32(1))
+    half = b.ashr(ni, ni.type(1))
     y = b.fmul(b.fmul(p, f.pow2i(half)), f.pow2i(b.sub(ni, half)))
     return f.sel(f.isnan(x), x, y)
 
@@ -140,6 +186,46 @@ def log1p(b: ir.IRBuilder, x):
     y = b.fmul(log(b, u), b.fdiv(x, d))
     y = f.sel(f.eq(u, float("inf")), u, y)
     return f.sel(f.eq(d, 0.0), x, y)
+
+
+def log_f64(b: ir.IRBuilder, x):
+    """x = 2^e (1 + f) with 1 + f in [sqrt(1/2), sqrt(2)); log(1 + f) = 2 atanh(s), s =
+    f / (2 + f), taken as f - (f^2/2 - s (f^2/2 + R(s^2))) so that the exact f carries the
+    result and the rounded terms only its small correction; e ln 2 added in two parts."""
+    f = _F(b, x)
+    tiny = f.lt(x, 2.2250738585072014e-308)
+    xs = f.sel(tiny, b.fmul(x, f.c(18014398509481984.0)), x)    # denormals: times 2^54
+    bits = b.bitcast(xs, I64)
+    # Adding 1.0's bits less sqrt(1/2)'s carries into the exponent field exactly when the
+    # mantissa is at least sqrt(2)'s; adding sqrt(1/2)'s back to the mantissa field then
+    # gives 1 + f in [sqrt(1/2), sqrt(2)), e the matching exponent
+    shifted = b.add(bits, I64(0x3FF0000000000000 - 0x3FE6A09E667F3BCD))
+    e = b.sub(b.ashr(shifted, I64(52)), I64(0x3FF))
+    e = b.sub(e, b.select(tiny, I64(54), I64(0)))
+    m = b.add(b.and_(shifted, I64(0x000FFFFFFFFFFFFF)), I64(0x3FE6A09E667F3BCD))
+    fr = b.fsub(b.bitcast(m, F64), f.c(1.0))
+    s = b.fdiv(fr, b.fadd(fr, f.c(2.0)))
+    z = b.fmul(s, s)
+    hfsq = b.fmul(b.fmul(fr, fr), f.c(0.5))
+    r = b.fmul(f.horner(z, LOG_ATANH_F64), z)
+    ef = b.sitofp(e, F64)
+    y = f.fma(s, b.fadd(hfsq, r), b.fmul(ef, f.c(LN2_LO)))
+    y = f.fma(ef, f.c(LN2_HI), b.fsub(fr, b.fsub(hfsq, y)))
+    inf = f.c(float("inf"))
+    y = f.sel(f.eq(x, inf), inf, y)
+    y = f.sel(f.eq(x, 0.0), f.c(float("-inf")), y)
+    return f.sel(b.fcmp_unordered("<", x, f.c(0.0)), f.c(float("nan")), y)
+
+
+def log1p_f64(b: ir.IRBuilder, x):
+    """log(u) for u = 1 + x rounded, plus the first-order effect of that rounding,
+    (x - (u - 1)) / u: within the log's own error wherever u is not exactly 1 + x."""
+    f = _F(b, x)
+    u = b.fadd(x, f.c(1.0))
+    y = b.fadd(log_f64(b, u), b.fdiv(b.fsub(x, b.fsub(u, f.c(1.0))), u))
+    y = f.sel(f.eq(u, float("inf")), u, y)
+    y = f.sel(f.eq(u, 0.0), f.c(float("-inf")), y)
+    return f.sel(f.eq(x, 0.0), x, y)
 
 
 def expm1(b: ir.IRBuilder, x):
@@ -189,6 +275,7 @@ def erf(b: ir.IRBuilder, x):
     return f.sel(f.lt(z, 1.0), small, call(b, "llvm.copysign", [large, x]))
 
 
+F64_FUNCTIONS = {"exponential": exp, "log": log_f64, "log-plus-one": log1p_f64}
 F32_FUNCTIONS = {"exponential": exp, "log": log, "log-plus-one": log1p,
                  "exponential-minus-one": expm1, "tanh": tanh, "logistic": logistic,
                  "erf": erf}

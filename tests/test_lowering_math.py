@@ -1,7 +1,8 @@
 """Accuracy of the vectorizable f32 transcendental functions (lowering/mathlib.py), in ulps
 of the f32 result, against float64 numpy over 200k samples spread over many magnitudes,
 with the special values (±0, ±inf, NaN, denormals, the overflow and underflow edges and the
-ends of each function's pieces); bf16 and f16 (computed in f32) on every value of the type."""
+ends of each function's pieces); bf16 and f16 (computed in f32) on every value of the type;
+f64 exp, log and log1p against long double."""
 from __future__ import annotations
 
 import math
@@ -70,3 +71,37 @@ def test_narrow_float_every_value(op, dtype):
     error = ulp_distance(got, want)
     worst = int(np.argmax(error))
     assert error[worst] <= 1, f"{op}({x[worst]!r}) = {got[worst]!r}, reference {want[worst]!r}"
+
+
+F64_FUNCTIONS = {"exponential": (2, np.exp), "log": (1, np.log), "log-plus-one": (2, np.log1p)}
+F64_SPECIAL = [0.0, -0.0, np.inf, -np.inf, np.nan, 5e-324, -5e-324, 2.2250738585072014e-308,
+               2.225073858507201e-308, 709.782712893384, 709.7827128933841, 710.0, -708.39,
+               -745.1332191019411, -745.1332191019412, -746.0, -1e4, 1.0, -1.0,
+               -0.9999999999999999, 0.7071067811865476, 1.4142135623730951, 0.41421356237309503,
+               1.7976931348623157e308, 1e-17, -1e-17, 0.5, -0.5]
+
+
+@pytest.mark.skipif(np.finfo(np.longdouble).nmant <= 52, reason="needs an extended long double")
+@pytest.mark.parametrize("op", list(F64_FUNCTIONS))
+def test_f64_transcendental_accuracy(op):
+    """Random bit patterns of both signs (every exponent, denormals included), every
+    decade, the range exp overflows and underflows in, the interval log1p cancels in."""
+    ulps, reference = F64_FUNCTIONS[op]
+    rng = np.random.default_rng(0)
+    patterns = rng.integers(0, 0x7FF0000000000000, 200_000, dtype=np.int64).view(np.float64)
+    x = np.concatenate([patterns, -patterns, rng.standard_normal(200_000) * 10.0 ** rng.integers(
+        -9, 4, 200_000), rng.uniform(-750, 712, 100_000), rng.uniform(-1, 1, 100_000),
+        np.array(F64_SPECIAL)])
+    n = x.size
+    text = (f"HloModule m\nENTRY e {{\n  x = f64[{n}] parameter(0)\n"
+            f"  ROOT y = f64[{n}] {op}(x)\n}}\n")
+    got = hlo_opt.compile(text)(x)[0]
+    with np.errstate(all="ignore"):
+        want = reference(x.astype(np.longdouble))
+        rounded = want.astype(np.float64)
+        error = np.abs(got.astype(np.longdouble) - want) / np.spacing(np.abs(rounded))
+    same = (got == rounded) | (np.isnan(got) & np.isnan(rounded))
+    error = np.where(same, 0.0, np.nan_to_num(error.astype(np.float64), nan=np.inf))
+    worst = int(np.argmax(error))
+    assert error[worst] <= ulps, (f"{op}({x[worst]!r}) = {got[worst]!r}, reference "
+                                  f"{rounded[worst]!r}: {error[worst]:.2f} ulp")

@@ -148,6 +148,36 @@ def test_a_scan_updates_its_stacked_outputs_in_place():
     assert update.kernel.work == 2 * 4 * 8  # elements of both, not of the 10 x 4 x 8 stack
 
 
+def test_a_scatter_into_a_dead_temporary_updates_it_in_place():
+    """A scatter whose operand nobody reads afterwards writes only its updates, into the
+    operand's buffer; one into the caller's array copies it first."""
+    from hlo_opt.lowering.program import KernelStep
+    from hlo_opt.lowering.runtime import build
+    text = module("""
+        x = f32[64,32] parameter(0)
+        i = s32[5,1] parameter(1)
+        u = f32[5,32] parameter(2)
+        e = f32[64,32] exponential(x)
+        s1 = f32[64,32] scatter(e, i, u), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=mx
+        s2 = f32[64,32] scatter(x, i, u), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=mx
+        ROOT t = (f32[64,32], f32[64,32]) tuple(s1, s2)""",
+                  "mx { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT r = f32[] maximum(a, b) }")
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal((64, 32)).astype(np.float32),
+            np.array([[3], [60], [3], [-2], [63]], np.int32),
+            rng.standard_normal((5, 32)).astype(np.float32) + 2]
+    saved = [a.copy() for a in args]
+    ours, want = run_both(text, args)
+    for g, w in zip(ours, want):
+        assert_matches(g, w, 1, "scatter")
+    assert all(np.array_equal(a, s) for a, s in zip(args, saved))
+    program = build(hlo_opt.parse(text))[0]
+    s1, s2 = [s for s in program.steps if isinstance(s, KernelStep)
+              and s.kernel.comp.root.opcode == "scatter"]
+    assert s1.outs[0] in s1.ins and s1.kernel.work < 5 * 32 * 2     # the updates only
+    assert s2.outs[0] not in s2.ins and s2.kernel.work > 64 * 32      # copies x first
+
+
 @pytest.mark.parametrize("body", [
     # A parameter is the caller's array: updated in a copy.
     "ROOT d = f32[6,5] dynamic-update-slice(p, u, i, z)",

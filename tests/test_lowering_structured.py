@@ -543,6 +543,46 @@ def test_scatter_overwrite_last_update_wins():
     assert_matches(ours[0], want[0], 0, "scatter set")
 
 
+@pytest.mark.parametrize("combiner", ["set", "add_f32"])
+def test_scatter_split_into_row_parts_applies_updates_in_order(combiner):
+    """A scatter large enough for threads runs as parts owning rows of the output (windows
+    of 3 rows straddle the parts); repeated starts, negative and past-the-end ones (whole
+    windows skipped) give the interpreter's result exactly: the last update wins for
+    `set`, and each element's sum is taken in update order."""
+    from hlo_opt.lowering.emit_gather import plan_scatter
+    overwrite = "set { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT r = f32[] copy(b) }"
+    text = module(f"""
+        x = f32[1024,256] parameter(0)
+        i = s32[300,1] parameter(1)
+        u = f32[300,3,256] parameter(2)
+        ROOT s = f32[1024,256] scatter(x, i, u), update_window_dims={{1,2}}, inserted_window_dims={{}}, scatter_dims_to_operand_dims={{0}}, index_vector_dim=1, to_apply={combiner}""",
+                  overwrite + "\n" + ADD["f32"])
+    rng = np.random.default_rng(0)
+    starts = rng.integers(0, 1022, (300, 1)).astype(np.int32)
+    starts[::7] = starts[3]                                       # repeated windows
+    starts[5], starts[6], starts[9] = -1, 1022, 1021              # skipped; the last fits
+    args = [rng.standard_normal((1024, 256)).astype(np.float32), starts,
+            rng.standard_normal((300, 3, 256)).astype(np.float32)]
+    [scatter] = [i for i in hlo_opt.parse(text).instructions() if i.opcode == "scatter"]
+    assert plan_scatter(scatter)[0] == 1024
+    ours, want = run_both(text, args)
+    assert_matches(ours[0], want[0], 0, "scatter")
+
+
+def test_many_scalar_updates_into_few_rows_stay_one_part():
+    """Every part looks at every update: where that costs more than the parts save, the
+    scatter runs whole."""
+    from hlo_opt.lowering.emit_gather import plan_scatter
+    text = module("""
+        x = f32[64,4] parameter(0)
+        i = s32[100000,2] parameter(1)
+        u = f32[100000] parameter(2)
+        ROOT s = f32[64,4] scatter(x, i, u), update_window_dims={}, inserted_window_dims={0,1}, scatter_dims_to_operand_dims={0,1}, index_vector_dim=1, to_apply=add_f32""",
+                  ADD["f32"])
+    [scatter] = [i for i in hlo_opt.parse(text).instructions() if i.opcode == "scatter"]
+    assert plan_scatter(scatter)[0] == 1
+
+
 def comparator(types, direction: str) -> str:
     """Sort computation `cmp` over operands of `types`, comparing the first's values."""
     params = [f"  p{k} = {t}[] parameter({k})" for k, t in enumerate(t for t in types
