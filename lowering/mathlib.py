@@ -7,7 +7,7 @@ of many magnitudes plus the special values (tests/test_lowering_math.py asserts 
 in brackets; tanh and erf measured on every 7th f32 bit pattern of both signs, denormals,
 ±0, ±inf and NaN included):
 
-    exp      1.2 [2]  Cephes expf polynomial; 2^n applied in two steps for denormal results
+    exp      1.2 [2]  Cephes expf polynomial; 2^n by vscalefps (AVX-512), else in two steps
     log      0.8 [1]  Cephes logf; denormal inputs scaled by 2^23 first
     log1p    2.3 [3]  log(u) * x / (u - 1), u = 1 + x
     expm1    2.5 [3]  Kahan's (u - 1) * x / log(u) for |x| < 1, u - 1 beyond
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
+from ..targets import cpu_facts
 from .intrinsics import call
 from .ltypes import F32, I32
 
@@ -105,9 +106,19 @@ def exp(b: ir.IRBuilder, x):
     f = _F(b)
     xc = call(b, "llvm.minnum", [call(b, "llvm.maxnum", [x, f.c(-104.0)]), f.c(89.0)])
     p, ni = _exp_parts(b, xc)
-    half = b.ashr(ni, I32(1))
-    y = b.fmul(b.fmul(p, f.pow2i(half)), f.pow2i(b.sub(ni, half)))
-    return f.sel(f.isnan(x), x, y)
+    return f.sel(f.isnan(x), x, _times_pow2(b, p, ni))
+
+
+def _times_pow2(b: ir.IRBuilder, p, n):
+    """p * 2**n for n in [-150, 128], rounded once (denormal results included): one
+    `vscalefps` where the target has AVX-512 (llvm.ldexp; elsewhere LLVM makes it a libm
+    call per element), else two exact-or-final multiplications by 2**(n/2) and the rest,
+    which round the same way (the first stays normal)."""
+    if (b.module.triple or "").startswith("x86_64") and cpu_facts.vector_isa() == 512:
+        return call(b, "llvm.ldexp", [p, n])
+    f = _F(b)
+    half = b.ashr(n, I32(1))
+    return b.fmul(b.fmul(p, f.pow2i(half)), f.pow2i(b.sub(n, half)))
 
 
 def log(b: ir.IRBuilder, x):
