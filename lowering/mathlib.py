@@ -7,7 +7,7 @@ of many magnitudes plus the special values (tests/test_lowering_math.py asserts 
 in brackets; tanh and erf measured on every 7th f32 bit pattern of both signs, denormals,
 ±0, ±inf and NaN included):
 
-    exp      1.2 [2]  Cephes expf polynomial; 2^n by vscalefps (AVX-512), else in two steps
+    exp      1.2 [2]  Cephes expf polynomial; denormal results built as integers
     log      0.8 [1]  Cephes logf; denormal inputs scaled by 2^23 first
     log1p    2.3 [3]  log(u) * x / (u - 1), u = 1 + x
     expm1    2.5 [3]  Kahan's (u - 1) * x / log(u) for |x| < 1, u - 1 beyond
@@ -110,10 +110,22 @@ def exp(b: ir.IRBuilder, x):
 
 
 def _times_pow2(b: ir.IRBuilder, p, n):
-    """p * 2**n for n in [-150, 128], rounded once (denormal results included): one
-    `vscalefps` where the target has AVX-512 (llvm.ldexp; elsewhere LLVM makes it a libm
-    call per element), else two exact-or-final multiplications by 2**(n/2) and the rest,
-    which round the same way (the first stays normal)."""
+    """p * 2**n (p in [0.7, 1.42], n in [-150, 128]) rounded once, with no floating-point
+    operation whose result is denormal or underflows: Intel cores take a microcode assist
+    for each such result unless flush-to-zero is on (exp of a softmax's -100: 30x slower).
+    A result below 2^-126 is built as an integer: p * 2**(n + 149), below 2^24, rounded to
+    an integer is the bit pattern of p * 2**n rounded to a multiple of 2^-149, the
+    denormal (or least normal) IEEE gives. Both sides are computed and one is selected."""
+    low = b.icmp_signed("<=", n, I32(-126))
+    units = _exact_pow2(b, p, b.add(b.select(low, n, I32(-126)), I32(149)))
+    tiny = b.bitcast(b.fptosi(call(b, "llvm.roundeven", [units]), I32), F32)
+    return b.select(low, tiny, _exact_pow2(b, p, b.select(low, I32(-125), n)))
+
+
+def _exact_pow2(b: ir.IRBuilder, p, n):
+    """p * 2**n for a normal result, n in [-125, 128]: one `vscalefps` where the target has
+    AVX-512 (llvm.ldexp; elsewhere LLVM calls libm per element), else two multiplications,
+    by 2**(n/2) and by the rest (2**128 is no f32)."""
     if (b.module.triple or "").startswith("x86_64") and cpu_facts.vector_isa() == 512:
         return call(b, "llvm.ldexp", [p, n])
     f = _F(b)
