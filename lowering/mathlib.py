@@ -115,15 +115,16 @@ def _times_pow2(b: ir.IRBuilder, p, n):
     for each such result unless flush-to-zero is on (exp of a softmax's -100: 30x slower).
     A result below 2^-126 is built as an integer: p * 2**(n + 149), below 2^24, rounded to
     an integer is the bit pattern of p * 2**n rounded to a multiple of 2^-149, the
-    denormal (or least normal) IEEE gives. Both sides are computed and one is selected."""
+    denormal (or least normal) IEEE gives. One scaling serves both (vectors compute both
+    sides of a select)."""
     low = b.icmp_signed("<=", n, I32(-126))
-    units = _exact_pow2(b, p, b.add(b.select(low, n, I32(-126)), I32(149)))
-    tiny = b.bitcast(b.fptosi(call(b, "llvm.roundeven", [units]), I32), F32)
-    return b.select(low, tiny, _exact_pow2(b, p, b.select(low, I32(-125), n)))
+    y = _exact_pow2(b, p, b.select(low, b.add(n, I32(149)), n))
+    tiny = b.bitcast(b.fptosi(call(b, "llvm.roundeven", [y]), I32), F32)
+    return b.select(low, tiny, y)
 
 
 def _exact_pow2(b: ir.IRBuilder, p, n):
-    """p * 2**n for a normal result, n in [-125, 128]: one `vscalefps` where the target has
+    """p * 2**n for a normal result, n in [-1, 128]: one `vscalefps` where the target has
     AVX-512 (llvm.ldexp; elsewhere LLVM calls libm per element), else two multiplications,
     by 2**(n/2) and by the rest (2**128 is no f32)."""
     if (b.module.triple or "").startswith("x86_64") and cpu_facts.vector_isa() == 512:
