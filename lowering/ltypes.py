@@ -152,7 +152,8 @@ def bf16_bits(b: ir.IRBuilder, x):
     AVX-512 BF16 instruction would flush denormals). A value widened from bf16 bits
     (`from_storage`: a rounded result, a loaded element) gives back those bits: rounding it
     again would change nothing, but LLVM cannot see that through the NaN select (4 of a
-    bf16 exp's 38 vector instructions)."""
+    bf16 exp's 38 vector instructions); a NaN loaded and stored so keeps its payload, as a
+    copy in the interpreter does."""
     held = _widened_bf16(x)
     if held is not None:
         return held
