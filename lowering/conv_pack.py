@@ -18,7 +18,7 @@ from ..dtypes import DTYPES, accumulation_type
 from ..targets import cpu_facts
 from .conv_geometry import ConvGeometry, v
 from .elemental import Elemental
-from .emit_dot import _splat
+from .emit_dot import _splat, flush_denormal
 from .emit_loops import clamp, delinearize, for_range, linearize
 from .intrinsics import call, declare
 from .ltypes import I32, I64, PTR, VOID, elem
@@ -111,7 +111,8 @@ def _pack_runs(gen, cv: ConvGeometry, runs: InputRuns, source, g, m0, mcur, p0, 
                 for base, lo, hi in spans:
                     mask = b.and_(b.icmp_signed(">=", lane, _splat(b, lo, lanes)),
                                   b.icmp_signed("<", lane, _splat(b, hi, lanes)))
-                    vecs.append(_load_run(b, source, base, c0, lane, runs.step, mask, lanes))
+                    vecs.append(flush_denormal(b, _load_run(b, source, base, c0, lane,
+                                                            runs.step, mask, lanes)))
                 block = _interleave(b, vecs)
                 out = b.gep(panel_dst, [b.mul(b.add(out0, b.mul(q, I64(lanes))), I64(mr))],
                             inbounds=True, source_etype=et.compute)

@@ -12,7 +12,8 @@ micro-kernel for each MR x NR tile of C: MR x NR/W vector accumulators in regist
 broadcast of A and NR/W vector loads of B per k, fused multiply-adds. Accumulation is in f32
 for f32/bf16/f16 and f64 for f64; partial sums over K blocks stay in C when C has that type.
 Integer, pred and complex contractions, tiny ones and matrix-vector products use a plain
-loop per output element instead.
+loop per output element instead. Packing reads denormal operands of both as zero
+(`flush_denormal`), the packed GEMM's one departure from IEEE arithmetic with denormals.
 
 Each element is finished once, when its final sum is written (`finish`): rounded to the
 GEMM's type and, for a phase whose root is the GEMM's epilogue (phases.Phase.gemm: bias,
@@ -320,7 +321,8 @@ def _pack(gen: Elemental, value, vtype, acc, dst, bi, start, count, p0, kcur, wi
         idx = b.add(start, b.add(b.mul(panel, I64(width)), j))
         k = b.add(p0, p)
         v = value(gen, bi, idx, k) if rows_first else value(gen, bi, k, idx)
-        b.store(convert(b, v, vtype, acc), _packed_at(b, dst, acc, kcur, width, panel, p, j))
+        b.store(flush_denormal(b, convert(b, v, vtype, acc)),
+                _packed_at(b, dst, acc, kcur, width, panel, p, j))
         gen.pop_scope()
 
     if k_minor:
@@ -338,6 +340,22 @@ def _pack(gen: Elemental, value, vtype, acc, dst, bi, start, count, p0, kcur, wi
         with for_range(b, 0, kcur, "pz", vectorize=False) as p:
             with for_range(b, valid(last), width, "pzj") as j:
                 b.store(acc.compute(0.0), _packed_at(b, dst, acc, kcur, width, last, p, j))
+
+
+def flush_denormal(b, x):
+    """x (a float or a vector of floats) with denormals read as zero: what packing stores.
+    The micro-kernel's fused multiply-adds then never see a denormal operand, which Intel
+    cores handle in microcode at ~100 cycles each (a softmax gradient whose exp underflowed
+    can be 10% denormals: 20x slower GEMMs). A product with a denormal factor is below
+    2^-126 (f32; 2^-1022 f64) times the other factor, so each sum changes by less than that
+    times the sum of the other factors' magnitudes; only sums that are themselves of
+    denormal scale change relatively (to 0 where all their products were denormal-scale)."""
+    t = x.type.element if isinstance(x.type, ir.VectorType) else x.type
+    tiny = t(2.0 ** (-126 if isinstance(t, ir.FloatType) else -1022))
+    zero = t(0.0)
+    if isinstance(x.type, ir.VectorType):
+        tiny, zero = (ir.Constant(x.type, [c.constant] * x.type.count) for c in (tiny, zero))
+    return b.select(b.fcmp_ordered("<", call(b, "llvm.fabs", [x]), tiny), zero, x)
 
 
 def _packed_at(b, dst, acc, kcur, width, panel, p, j):

@@ -7,7 +7,7 @@ of many magnitudes plus the special values (tests/test_lowering_math.py asserts 
 in brackets; tanh and erf measured on every 7th f32 bit pattern of both signs, denormals,
 ±0, ±inf and NaN included):
 
-    exp      1.2 [2]  Cephes expf polynomial; 2^n applied in two steps for denormal results
+    exp      1.2 [2]  Cephes expf polynomial; denormal results built as integers
     log      0.8 [1]  Cephes logf; denormal inputs scaled by 2^23 first
     log1p    2.3 [3]  log(u) * x / (u - 1), u = 1 + x
     expm1    2.5 [3]  Kahan's (u - 1) * x / log(u) for |x| < 1, u - 1 beyond
@@ -35,6 +35,7 @@ from typing import NamedTuple
 
 from llvmlite import ir
 
+from ..targets import cpu_facts
 from .intrinsics import call
 from .ltypes import F32, F64, I32, I64
 
@@ -145,15 +146,41 @@ def _exp_parts(b: ir.IRBuilder, x):
 
 
 def exp(b: ir.IRBuilder, x):
-    """f32 or f64; 2^n is applied in two halves, so results near overflow and denormal
-    results are one rounding of p * 2^n."""
+    """f32 or f64: p * 2^n rounded once, results near overflow and denormal ones included
+    (f32 without an underflowing operation: _times_pow2)."""
     f = _F(b, x)
     lo, hi = f.facts.exp_range
     xc = call(b, "llvm.minnum", [call(b, "llvm.maxnum", [x, f.c(lo)]), f.c(hi)])
     p, ni = _exp_parts(b, xc)
-    half = b.ashr(ni, ni.type(1))
-    y = b.fmul(b.fmul(p, f.pow2i(half)), f.pow2i(b.sub(ni, half)))
+    y = _times_pow2(b, p, ni) if f.t == F32 else _exact_pow2(b, p, ni)
     return f.sel(f.isnan(x), x, y)
+
+
+def _times_pow2(b: ir.IRBuilder, p, n):
+    """f32 p * 2**n (p in [0.7, 1.42], n in [-150, 128]) rounded once, with no floating-point
+    operation whose result is denormal or underflows: Intel cores take a microcode assist
+    for each such result unless flush-to-zero is on (exp of a softmax's -100: 30x slower).
+    A result below 2^-126 is built as an integer: p * 2**(n + 149), below 2^24, rounded to
+    an integer is the bit pattern of p * 2**n rounded to a multiple of 2^-149, the
+    denormal (or least normal) IEEE gives. One scaling serves both (vectors compute both
+    sides of a select)."""
+    low = b.icmp_signed("<=", n, I32(-126))
+    y = _exact_pow2(b, p, b.select(low, b.add(n, I32(149)), n))
+    tiny = b.bitcast(b.fptosi(call(b, "llvm.roundeven", [y]), I32), F32)
+    return b.select(low, tiny, y)
+
+
+def _exact_pow2(b: ir.IRBuilder, p, n):
+    """p * 2**n for a normal result (f32: n in [-1, 128]): for f32 one `vscalefps` where the
+    target has AVX-512 (llvm.ldexp; elsewhere LLVM calls libm per element), else two
+    multiplications, by 2**(n/2) and by the rest (2**128 is no f32, 2**1024 no f64), so that
+    results near overflow are one rounding of p * 2**n."""
+    f = _F(b, p)
+    if f.t == F32 and (b.module.triple or "").startswith("x86_64") and \
+            cpu_facts.vector_isa() == 512:
+        return call(b, "llvm.ldexp", [p, n])
+    half = b.ashr(n, n.type(1))
+    return b.fmul(b.fmul(p, f.pow2i(half)), f.pow2i(b.sub(n, half)))
 
 
 def log(b: ir.IRBuilder, x):

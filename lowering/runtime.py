@@ -236,9 +236,10 @@ def emit_driver(program: Program, kernels: dict[str, KernelCode], profile: bool 
 class Executable:
     """A module compiled for the host CPU; call it on numpy arrays.
 
-    Arithmetic is IEEE with denormals, like the interpreter; `flush_denormals` runs it the
-    way XLA:CPU does (flush-to-zero and denormals-are-zero), which is faster where
-    denormals occur (training steps, exp of large negative numbers)."""
+    Arithmetic is IEEE with denormals, like the interpreter, except that packed GEMMs read
+    denormal operands as zero (emit_dot.flush_denormal); `flush_denormals` runs it the way
+    XLA:CPU does (flush-to-zero and denormals-are-zero), which is faster where elementwise
+    code meets denormals (exp of large negative numbers)."""
 
     def __init__(self, module: Module, flush_denormals: bool = False):
         start = time.perf_counter()

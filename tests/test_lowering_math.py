@@ -56,6 +56,23 @@ def test_transcendental_accuracy(op):
                                   f"{want[worst]!r}: {error[worst]:.2f} ulp")
 
 
+@pytest.mark.parametrize("flush", [False, True])
+def test_exp_denormal_results_are_built_without_underflow(flush):
+    """exp over the whole range where its result is denormal or the least normals (x in
+    [-104, -85]): within its 2 ulp, the same denormals in flush-to-zero mode (they are
+    built as integers, mathlib._times_pow2), 0 below."""
+    x = np.concatenate([np.linspace(-104.0, -85.0, 100_000), [-104.5, -120.0, -np.inf]])
+    x = x.astype(np.float32)
+    text = (f"HloModule m\nENTRY e {{\n  x = f32[{x.size}] parameter(0)\n"
+            f"  ROOT y = f32[{x.size}] exponential(x)\n}}\n")
+    got = hlo_opt.compile(text, flush_denormals=flush)(x)[0]
+    want = np.exp(x.astype(np.float64)).astype(np.float32)
+    assert np.count_nonzero((want > 0) & (want < np.float32(2.0 ** -126))) > 50_000
+    error = ulp_distance(got, want)
+    assert error.max() <= 2, f"exp({x[np.argmax(error)]!r}): {error.max():.2f} ulp"
+    assert not got[-3:].any()
+
+
 @pytest.mark.parametrize("dtype", ["bf16", "f16"])
 @pytest.mark.parametrize("op", ["erf", "tanh"])
 def test_narrow_float_every_value(op, dtype):

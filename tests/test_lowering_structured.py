@@ -214,6 +214,48 @@ def test_convolution_fast_paths(path, x, w, attrs, out):
     check(text, rel=1e-5)
 
 
+def _with_denormals(shape, rng, share=0.3):
+    """Normal random values, `share` of them replaced by denormals of both signs."""
+    x = rng.standard_normal(shape).astype(np.float32)
+    tiny = (rng.random(shape) * 2.0 ** -126 * np.sign(x)).astype(np.float32)
+    return np.where(rng.random(shape) < share, tiny, x)
+
+
+@pytest.mark.parametrize("text", [
+    module("""
+        x = f32[96,200] parameter(0)
+        y = f32[200,80] parameter(1)
+        ROOT d = f32[96,80] dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}"""),
+    conv_module("f32[2,7,7,100]", "f32[3,3,100,8]",
+                "window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f", "f32[2,7,7,8]"),
+])
+def test_gemm_over_denormal_operands_equals_the_interpreter(text):
+    """Packing reads denormal operands as zero (emit_dot.flush_denormal): each product it
+    drops is below 2^-126 times the other factor, far inside the tolerance of a sum of
+    normal products."""
+    module_ = hlo_opt.parse(text)
+    rng = np.random.default_rng(3)
+    args = [_with_denormals(p.shape.dims, rng) for p in module_.entry.parameters]
+    assert all(np.count_nonzero(np.abs(a) < 2.0 ** -126) > a.size // 5 for a in args)
+    (got,), (want,) = run_both(module_, args)
+    assert_matches(got, want, 8, atol=2e-6 * float(np.abs(want).max()))
+
+
+def test_gemm_whose_products_are_all_denormal_scale_gives_zero():
+    """The documented difference from IEEE arithmetic: a sum of denormal-scale products
+    (every row of x denormal) is 0 where the interpreter gives a denormal-scale value."""
+    text = module("""
+        x = f32[64,48] parameter(0)
+        y = f32[48,80] parameter(1)
+        ROOT d = f32[64,80] dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}""")
+    rng = np.random.default_rng(4)
+    x = _with_denormals((64, 48), rng, share=1.0)
+    y = rng.standard_normal((48, 80)).astype(np.float32)
+    (got,), (want,) = run_both(text, [x, y])
+    assert np.abs(want).max() < 2.0 ** -120 and np.count_nonzero(want) > want.size // 2
+    assert_matches(got, np.zeros_like(want))
+
+
 def test_nhwc_convolution_input_runs():
     """Per output position and tap row, the taps of the innermost spatial dim times the
     input features are one run (3x64 elements) when there are no feature groups; the
