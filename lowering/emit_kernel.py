@@ -362,12 +362,62 @@ def emit_loop(kb: KernelBuilder, outputs: list, lo, hi, flat: bool = False):
             emit(Index(dims, linear=i), i)
         return
     _, n = row_split(dims)
+    if n > TILE_COLS and reads_across_rows([r for r, _, _ in outputs], kb.sources):
+        _emit_tiles(b, dims, lo, hi, emit)
+        return
     with for_range(b, lo, hi, "row", vectorize=False) as r:
         outer = delinearize(b, r, dims[:-1])
         base = b.mul(r, I64(n))
         with for_range(b, 0, n, "col") as j:
             linear = b.add(base, j)
             emit(Index(dims, values=outer + [j], linear=linear), linear)
+
+
+# A loop reading an operand transposed walks it down columns: one cache line per element.
+# In tiles of TILE_ROWS x TILE_COLS the lines it touches (TILE_COLS of them, each holding a
+# cache line's worth of consecutive rows) stay in L1 until every row of the tile used them.
+TILE_ROWS = 32
+TILE_COLS = 32
+
+
+def reads_across_rows(roots, sources) -> bool:
+    """True if some op fused under `roots` reads its operand with the output's contiguous
+    (last) dimension mapped to a non-contiguous one: a transpose that moves the last
+    dimension, or a bitcast that changes the layout."""
+    stack, seen = list(roots), set()
+    while stack:
+        inst = stack.pop()
+        if id(inst) in seen or id(inst) in sources:
+            continue
+        seen.add(id(inst))
+        if inst.opcode == "transpose" and inst.shape.rank > 1 and \
+                inst.attrs["dimensions"][-1] != inst.shape.rank - 1:
+            return True
+        if inst.opcode == "bitcast" and _layout_changes(inst):
+            return True
+        stack.extend(inst.operands)
+    return False
+
+
+def _emit_tiles(b, dims, lo, hi, emit) -> None:
+    """Rows [lo, hi) of a rows x columns loop in tiles of TILE_ROWS x TILE_COLS (the last
+    ones cut short), each tile row by row with the columns innermost."""
+    _, n = row_split(dims)
+    blocks = b.udiv(b.add(b.sub(const(hi), const(lo)), I64(TILE_ROWS - 1)), I64(TILE_ROWS))
+    with for_range(b, 0, blocks, "rows", vectorize=False) as rb:
+        r0 = b.add(const(lo), b.mul(rb, I64(TILE_ROWS)))
+        r1 = b.add(r0, I64(TILE_ROWS))
+        r1 = b.select(b.icmp_signed("<", r1, const(hi)), r1, const(hi))
+        with for_range(b, 0, -(-n // TILE_COLS), "cols", vectorize=False) as cb:
+            c0 = b.mul(cb, I64(TILE_COLS))
+            c1 = b.add(c0, I64(TILE_COLS))
+            c1 = b.select(b.icmp_signed("<", c1, I64(n)), c1, I64(n))
+            with for_range(b, r0, r1, "row", vectorize=False) as r:
+                outer = delinearize(b, r, dims[:-1])
+                base = b.mul(r, I64(n))
+                with for_range(b, c0, c1, "col") as j:
+                    linear = b.add(base, j)
+                    emit(Index(dims, values=outer + [j], linear=linear), linear)
 
 
 def plan_update(inst):
