@@ -145,8 +145,11 @@ def emit_kernel(comp: Computation, name: str, key: str = "",
     impl.linkage = "internal"
     impl.attributes.add("alwaysinline")
     jit.tune(impl)
-    for a in impl.args[:len(out_shapes) + n_in]:
-        a.add_attribute("noalias")
+    from .in_place import elementwise_updates       # in_place builds on this module
+    shared = elementwise_updates(comp, updates) if updates else []
+    for k, a in enumerate(impl.args[:len(out_shapes) + n_in]):
+        if not (shared and (k == 0 or k - len(out_shapes) in shared)):
+            a.add_attribute("noalias")        # an output written over its input may not
     b = ir.IRBuilder(impl.append_basic_block("entry"))
     args = list(impl.args)
     out_ptrs = args[:len(out_shapes)]
@@ -281,7 +284,8 @@ def _padded(n: int) -> int:
 
 def _entry(comp: Computation, g: Phase, updates: tuple[int, ...]):
     """(emit, plan, joins) of phase g, None for a loop phase (emit_loop)."""
-    if updates and any(g.root is kernel_outputs(comp)[k] for k in updates):
+    if g.root.opcode == "dynamic-update-slice" and any(
+            g.root is kernel_outputs(comp)[k] for k in updates):
         return emit_update, plan_update, None
     return PHASES.get(g.hero.opcode)
 

@@ -4,7 +4,9 @@ Run on a built program before buffer assignment (runtime.build), by identity of 
 
 * a kernel output that is a dynamic-update-slice of an input nobody else in the kernel
   reads (a scan writing one slice of its stacked outputs per iteration) is written into
-  that input's buffer, storing only the update (emit_kernel's `updates`), when the old
+  that input's buffer, storing only the update (emit_kernel's `updates`), and the only
+  output of a kernel elementwise over an input it reads at the index it writes (a gradient
+  accumulator g + dot(...)) is written over that input, when the old
   value is dead there: a temporary of the same program, or the state of the loop whose
   body this is and that the body returns in the same position, read by no later step and
   not a result. Module parameters (the caller's arrays) and constants are never written;
@@ -19,7 +21,8 @@ from __future__ import annotations
 
 from dataclasses import fields
 
-from .emit_kernel import kernel_outputs
+from ..ops import is_elementwise
+from .emit_kernel import PHASES, kernel_outputs
 from .program import Buffer, Conditional, KernelStep, Program, While, step_io
 
 
@@ -34,7 +37,9 @@ def updatable(comp) -> list[tuple[int, int, int]]:
     """(output position, its buffer's position among the kernel's output buffers, parameter
     number) of every output of a kernel computing `comp` that may update an input in place:
     a dynamic-update-slice (not of a scalar), output once, whose operand 0 is a parameter no
-    other instruction reads."""
+    other instruction reads; or the only output of the kernel, elementwise over a parameter
+    of its shape that only ops of that shape and elementwise read (an accumulator
+    g + dot(...): each element is read at its own index before it is written)."""
     outputs = kernel_outputs(comp)
     found, leaf = [], 0
     for k, out in enumerate(outputs):
@@ -44,7 +49,53 @@ def updatable(comp) -> list[tuple[int, int, int]]:
                 sum(o is target for i in comp.post_order() for o in i.operands) == 1:
             found.append((k, leaf, target.parameter_number))
         leaf += len(out.shape.leaves()) if out.shape.is_tuple else 1
+    if len(outputs) == 1 and not found:
+        target = _elementwise_target(comp, outputs[0])
+        if target is not None:
+            found.append((0, 0, target.parameter_number))
     return found
+
+
+def elementwise_updates(comp, updates: tuple[int, ...]) -> list[int]:
+    """Parameter numbers of the inputs that `updates` (see updatable) write elementwise:
+    the kernel reads and writes the same buffer there."""
+    outputs = kernel_outputs(comp)
+    return [p for k, _, p in updatable(comp) if k in updates and
+            outputs[k].opcode != "dynamic-update-slice"]
+
+
+def _elementwise_target(comp, out):
+    """The first parameter of `out`'s shape whose every reader, down to `out`, is an
+    elementwise op of that shape, so it is read only at the index being written, in a
+    kernel of loops alone."""
+    if out.shape.is_tuple or not out.shape.rank or not is_elementwise(out.opcode) or \
+            any(i.opcode in PHASES for i in comp.post_order()):
+        return None                 # a GEMM, say, keeps partial sums in its destination
+    readers: dict[int, list] = {}
+    for inst in comp.post_order():
+        for o in inst.operands:
+            readers.setdefault(id(o), []).append(inst)
+    for param in comp.parameters:
+        if param.shape == out.shape and _read_at_own_index(param, out, readers):
+            return param
+    return None
+
+
+def _read_at_own_index(value, out, readers) -> bool:
+    stack, seen = [value], set()
+    while stack:
+        inst = stack.pop()
+        if id(inst) in seen:
+            continue
+        seen.add(id(inst))
+        users = readers.get(id(inst), [])
+        if inst is not out and not users:
+            return False                        # read by nothing on the way to out
+        for u in users:
+            if not is_elementwise(u.opcode) or u.shape.dims != out.shape.dims:
+                return False
+            stack.append(u)
+    return id(out) in seen
 
 
 def _program(program: Program, results: list[Buffer], loop: While | None, kernel_for) -> None:
