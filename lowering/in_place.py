@@ -12,7 +12,8 @@ Run on a built program before buffer assignment (runtime.build), by identity of 
   not a result. Module parameters (the caller's arrays) and constants are never written;
 * a loop's state element is its initial value's buffer, so nothing is copied in, when the
   loop never writes it (an invariant: weights, the scanned inputs), or when that buffer is a
-  temporary of the enclosing program that nothing reads after the loop.
+  temporary of the enclosing program that nothing reads after the loop; else, when a kernel
+  computes that value from constants alone, that kernel also writes the state's buffer.
 
 Together: a scan's stacked buffer is made once, updated in place each iteration, and
 passes through the loop without a copy.
@@ -100,7 +101,8 @@ def _read_at_own_index(value, out, readers) -> bool:
 
 def _program(program: Program, results: list[Buffer], loop: While | None, kernel_for) -> None:
     """`loop`: the While whose body `program` is (its state may be updated in place)."""
-    for n, step in enumerate(program.steps):
+    for step in list(program.steps):            # loops may get steps before them
+        n = next(k for k, s in enumerate(program.steps) if s is step)
         if isinstance(step, While):
             _program(step.cond, [step.cond_result], None, kernel_for)
             _program(step.body, step.body_results, step, kernel_for)
@@ -138,15 +140,34 @@ def _overwritable(program: Program, n: int, target: Buffer, out: Buffer,
 
 
 def _share_initial_values(program: Program, n: int, results: list[Buffer]) -> None:
-    """Loop state elements of step n that can live in their initial value's buffer."""
+    """Loop state elements of step n that can live in their initial value's buffer; the
+    others, where a kernel computes that value from constants alone (zeros for a scan's
+    stacked gradients, several starting from one), have it computed into their own buffer,
+    which writes it once instead of reading and writing a copy."""
     step = program.steps[n]
     written = _written(step.body) | _written(step.cond)
     for k, (state, init) in enumerate(zip(step.state, step.init)):
         invariant = step.body_results[k] is state and id(state) not in written
-        dead = any(t is init for t in program.temps) and \
-            sum(i is init for i in step.init) == 1 and _dead_after(program, n, init, results)
+        shared = sum(i is init for i in step.init) > 1
+        dead = any(t is init for t in program.temps) and not shared and \
+            _dead_after(program, n, init, results)
         if invariant or dead:
             _substitute(program, state, init, results)
+        elif (producer := _made_from_constants(program, n, init)) is not None:
+            program.steps.insert(n, KernelStep(producer.kernel, [state], producer.ins,
+                                               producer.temps, producer.label))
+            n += 1
+            step.init[k] = state
+
+
+def _made_from_constants(program: Program, n: int, buf: Buffer) -> KernelStep | None:
+    """The kernel step before step n whose only output is `buf` and whose inputs are
+    constants, if there is one."""
+    for step in program.steps[:n]:
+        if isinstance(step, KernelStep) and len(step.outs) == 1 and step.outs[0] is buf and \
+                all(b.kind == "const" for b in step.ins):
+            return step
+    return None
 
 
 def _dead_after(program: Program, n: int, buf: Buffer, results: list[Buffer]) -> bool:

@@ -569,3 +569,46 @@ def test_an_elementwise_kernel_never_writes_over_a_value_still_read(body):
     ours, want = run_both(text, args)
     for g, w in zip(ours, want):
         assert_matches(g, w, 2, "elementwise")
+
+
+def test_loop_state_elements_starting_from_one_zeros_array_each_get_it_written():
+    """Two accumulators start from one broadcast zero: instead of copying that array into
+    the second's buffer before the loop, the broadcast is computed there too; no state
+    element is copied in, and the two diverge."""
+    from hlo_opt.lowering.program import While
+    from hlo_opt.lowering.runtime import build
+    comps = """cond {
+  s = (s32[], f32[6,3], f32[6,3]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant(4)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+body {
+  s = (s32[], f32[6,3], f32[6,3]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  a = f32[6,3] get-tuple-element(s), index=1
+  b = f32[6,3] get-tuple-element(s), index=2
+  f = f32[] convert(i)
+  r = f32[6,3] broadcast(f), dimensions={}
+  a2 = f32[6,3] add(a, r)
+  b2 = f32[6,3] multiply(b, a2)
+  e = f32[6,3] exponential(b2)
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  ROOT t = (s32[], f32[6,3], f32[6,3]) tuple(j, a2, e)
+}"""
+    text = module("""
+        zero = s32[] constant(0)
+        c = f32[] constant(0)
+        z = f32[6,3] broadcast(c), dimensions={}
+        init = (s32[], f32[6,3], f32[6,3]) tuple(zero, z, z)
+        w = (s32[], f32[6,3], f32[6,3]) while(init), condition=cond, body=body
+        a = f32[6,3] get-tuple-element(w), index=1
+        b = f32[6,3] get-tuple-element(w), index=2
+        ROOT t = (f32[6,3], f32[6,3], f32[6,3]) tuple(a, b, z)""", comps)
+    ours, want = run_both(text, [])
+    for g, w in zip(ours, want):
+        assert_matches(g, w, 4, "accumulators", atol=1e-6)
+    program = build(hlo_opt.parse(text))[0]
+    [loop] = [s for s in program.steps if isinstance(s, While)]
+    assert loop.init[1] is loop.state[1] and loop.init[2] is loop.state[2]
