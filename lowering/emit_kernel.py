@@ -160,8 +160,11 @@ def emit_kernel(comp: Computation, name: str, key: str = "",
     impl.linkage = "internal"
     impl.attributes.add("alwaysinline")
     jit.tune(impl)
-    for a in impl.args[:len(out_shapes) + n_in]:
-        a.add_attribute("noalias")
+    from .in_place import elementwise_updates       # in_place builds on this module
+    shared = elementwise_updates(comp, updates) if updates else []
+    for k, a in enumerate(impl.args[:len(out_shapes) + n_in]):
+        if not (shared and (k == 0 or k - len(out_shapes) in shared)):
+            a.add_attribute("noalias")        # an output written over its input may not
     b = ir.IRBuilder(impl.append_basic_block("entry"))
     args = list(impl.args)
     out_ptrs = args[:len(out_shapes)]
@@ -296,7 +299,7 @@ def _padded(n: int) -> int:
 
 def _entry(comp: Computation, g: Phase, updates: tuple[int, ...]):
     """(emit, plan, joins) of phase g, None for a loop phase (emit_loop)."""
-    if updates and any(g.root is kernel_outputs(comp)[k] for k in updates):
+    if g.root.opcode in IN_PLACE and any(g.root is kernel_outputs(comp)[k] for k in updates):
         return IN_PLACE[g.root.opcode]
     return PHASES.get(g.hero.opcode)
 
@@ -377,12 +380,64 @@ def emit_loop(kb: KernelBuilder, outputs: list, lo, hi, flat: bool = False):
             emit(Index(dims, linear=i), i)
         return
     _, n = row_split(dims)
+    if n > TILE_COLS and reads_across_rows([r for r, _, _ in outputs], kb.sources):
+        _emit_tiles(b, dims, lo, hi, emit)
+        return
     with for_range(b, lo, hi, "row", vectorize=False) as r:
         outer = delinearize(b, r, dims[:-1])
         base = b.mul(r, I64(n))
         with for_range(b, 0, n, "col") as j:
             linear = b.add(base, j)
             emit(Index(dims, values=outer + [j], linear=linear), linear)
+
+
+# A loop reading an operand transposed walks it down columns: one cache line per element.
+# In tiles of TILE_ROWS x TILE_COLS the lines it touches (TILE_COLS of them, each holding
+# half a tile's rows) stay in L1 until every row of the tile used them; rows 128 wide keep
+# the streams of the operands read along rows long (Adam's update reads four, writes three:
+# twice as fast as with 32 x 32 tiles here, a single-stream update 0.8x as fast).
+TILE_ROWS = 32
+TILE_COLS = 128
+
+
+def reads_across_rows(roots, sources) -> bool:
+    """True if some op fused under `roots` reads its operand with the output's contiguous
+    (last) dimension mapped to a non-contiguous one: a transpose that moves the last
+    dimension, or a bitcast that changes the layout."""
+    stack, seen = list(roots), set()
+    while stack:
+        inst = stack.pop()
+        if id(inst) in seen or id(inst) in sources:
+            continue
+        seen.add(id(inst))
+        if inst.opcode == "transpose" and inst.shape.rank > 1 and \
+                inst.attrs["dimensions"][-1] != inst.shape.rank - 1:
+            return True
+        if inst.opcode == "bitcast" and _layout_changes(inst):
+            return True
+        stack.extend(inst.operands)
+    return False
+
+
+def _emit_tiles(b, dims, lo, hi, emit) -> None:
+    """Rows [lo, hi) of a rows x columns loop in tiles of TILE_ROWS x TILE_COLS (the last
+    ones cut short), each tile row by row with the columns innermost."""
+    _, n = row_split(dims)
+    blocks = b.udiv(b.add(b.sub(const(hi), const(lo)), I64(TILE_ROWS - 1)), I64(TILE_ROWS))
+    with for_range(b, 0, blocks, "rows", vectorize=False) as rb:
+        r0 = b.add(const(lo), b.mul(rb, I64(TILE_ROWS)))
+        r1 = b.add(r0, I64(TILE_ROWS))
+        r1 = b.select(b.icmp_signed("<", r1, const(hi)), r1, const(hi))
+        with for_range(b, 0, -(-n // TILE_COLS), "cols", vectorize=False) as cb:
+            c0 = b.mul(cb, I64(TILE_COLS))
+            c1 = b.add(c0, I64(TILE_COLS))
+            c1 = b.select(b.icmp_signed("<", c1, I64(n)), c1, I64(n))
+            with for_range(b, r0, r1, "row", vectorize=False) as r:
+                outer = delinearize(b, r, dims[:-1])
+                base = b.mul(r, I64(n))
+                with for_range(b, c0, c1, "col") as j:
+                    linear = b.add(base, j)
+                    emit(Index(dims, values=outer + [j], linear=linear), linear)
 
 
 def plan_update(inst):

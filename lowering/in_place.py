@@ -5,12 +5,15 @@ Run on a built program before buffer assignment (runtime.build), by identity of 
 * a kernel output that is a dynamic-update-slice or a scatter of an input nobody else in
   the kernel reads (a scan writing one slice of its stacked outputs per iteration, a
   scatter into a temporary) is written into that input's buffer, storing only the updates
-  (emit_kernel's `updates`), when the old value is dead there: a temporary of the same program, or the state of the loop whose
-  body this is and that the body returns in the same position, read by no later step and
+  (emit_kernel's `updates`), and the only output of a kernel elementwise over an input it
+  reads at the index it writes (a gradient accumulator g + dot(...)) is written over that
+  input, when the old value is dead there: a temporary of the same program, or the state
+  of the loop whose body this is and that the body returns in the same position, read by no later step and
   not a result. Module parameters (the caller's arrays) and constants are never written;
 * a loop's state element is its initial value's buffer, so nothing is copied in, when the
   loop never writes it (an invariant: weights, the scanned inputs), or when that buffer is a
-  temporary of the enclosing program that nothing reads after the loop.
+  temporary of the enclosing program that nothing reads after the loop; else, when a kernel
+  computes that value from constants alone, that kernel also writes the state's buffer.
 
 Together: a scan's stacked buffer is made once, updated in place each iteration, and
 passes through the loop without a copy.
@@ -19,7 +22,8 @@ from __future__ import annotations
 
 from dataclasses import fields
 
-from .emit_kernel import IN_PLACE, kernel_outputs
+from ..ops import is_elementwise
+from .emit_kernel import IN_PLACE, PHASES, kernel_outputs
 from .program import Buffer, Conditional, KernelStep, Program, While, step_io
 
 
@@ -34,7 +38,10 @@ def updatable(comp) -> list[tuple[int, int, int]]:
     """(output position, its buffer's position among the kernel's output buffers, parameter
     number) of every output of a kernel computing `comp` that may update an input in place:
     an array (not a scalar) that a dynamic-update-slice or scatter (emit_kernel.IN_PLACE)
-    computes, output once, whose operand 0 is a parameter no other instruction reads."""
+    computes, output once, whose operand 0 is a parameter no other instruction reads; or
+    the only output of the kernel, elementwise over a parameter of its shape that only ops
+    of that shape and elementwise read (an accumulator g + dot(...): each element is read
+    at its own index before it is written)."""
     outputs = kernel_outputs(comp)
     found, leaf = [], 0
     for k, out in enumerate(outputs):
@@ -45,12 +52,59 @@ def updatable(comp) -> list[tuple[int, int, int]]:
                 sum(o is target for i in comp.post_order() for o in i.operands) == 1:
             found.append((k, leaf, target.parameter_number))
         leaf += len(out.shape.leaves()) if out.shape.is_tuple else 1
+    if len(outputs) == 1 and not found:
+        target = _elementwise_target(comp, outputs[0])
+        if target is not None:
+            found.append((0, 0, target.parameter_number))
     return found
+
+
+def elementwise_updates(comp, updates: tuple[int, ...]) -> list[int]:
+    """Parameter numbers of the inputs that `updates` (see updatable) write elementwise:
+    the kernel reads and writes the same buffer there."""
+    outputs = kernel_outputs(comp)
+    return [p for k, _, p in updatable(comp) if k in updates and
+            outputs[k].opcode != "dynamic-update-slice"]
+
+
+def _elementwise_target(comp, out):
+    """The first parameter of `out`'s shape whose every reader, down to `out`, is an
+    elementwise op of that shape, so it is read only at the index being written, in a
+    kernel of loops alone."""
+    if out.shape.is_tuple or not out.shape.rank or not is_elementwise(out.opcode) or \
+            any(i.opcode in PHASES for i in comp.post_order()):
+        return None                 # a GEMM, say, keeps partial sums in its destination
+    readers: dict[int, list] = {}
+    for inst in comp.post_order():
+        for o in inst.operands:
+            readers.setdefault(id(o), []).append(inst)
+    for param in comp.parameters:
+        if param.shape == out.shape and _read_at_own_index(param, out, readers):
+            return param
+    return None
+
+
+def _read_at_own_index(value, out, readers) -> bool:
+    stack, seen = [value], set()
+    while stack:
+        inst = stack.pop()
+        if id(inst) in seen:
+            continue
+        seen.add(id(inst))
+        users = readers.get(id(inst), [])
+        if inst is not out and not users:
+            return False                        # read by nothing on the way to out
+        for u in users:
+            if not is_elementwise(u.opcode) or u.shape.dims != out.shape.dims:
+                return False
+            stack.append(u)
+    return id(out) in seen
 
 
 def _program(program: Program, results: list[Buffer], loop: While | None, kernel_for) -> None:
     """`loop`: the While whose body `program` is (its state may be updated in place)."""
-    for n, step in enumerate(program.steps):
+    for step in list(program.steps):            # loops may get steps before them
+        n = next(k for k, s in enumerate(program.steps) if s is step)
         if isinstance(step, While):
             _program(step.cond, [step.cond_result], None, kernel_for)
             _program(step.body, step.body_results, step, kernel_for)
@@ -88,15 +142,34 @@ def _overwritable(program: Program, n: int, target: Buffer, out: Buffer,
 
 
 def _share_initial_values(program: Program, n: int, results: list[Buffer]) -> None:
-    """Loop state elements of step n that can live in their initial value's buffer."""
+    """Loop state elements of step n that can live in their initial value's buffer; the
+    others, where a kernel computes that value from constants alone (zeros for a scan's
+    stacked gradients, several starting from one), have it computed into their own buffer,
+    which writes it once instead of reading and writing a copy."""
     step = program.steps[n]
     written = _written(step.body) | _written(step.cond)
     for k, (state, init) in enumerate(zip(step.state, step.init)):
         invariant = step.body_results[k] is state and id(state) not in written
-        dead = any(t is init for t in program.temps) and \
-            sum(i is init for i in step.init) == 1 and _dead_after(program, n, init, results)
+        shared = sum(i is init for i in step.init) > 1
+        dead = any(t is init for t in program.temps) and not shared and \
+            _dead_after(program, n, init, results)
         if invariant or dead:
             _substitute(program, state, init, results)
+        elif (producer := _made_from_constants(program, n, init)) is not None:
+            program.steps.insert(n, KernelStep(producer.kernel, [state], producer.ins,
+                                               producer.temps, producer.label))
+            n += 1
+            step.init[k] = state
+
+
+def _made_from_constants(program: Program, n: int, buf: Buffer) -> KernelStep | None:
+    """The kernel step before step n whose only output is `buf` and whose inputs are
+    constants, if there is one."""
+    for step in program.steps[:n]:
+        if isinstance(step, KernelStep) and len(step.outs) == 1 and step.outs[0] is buf and \
+                all(b.kind == "const" for b in step.ins):
+            return step
+    return None
 
 
 def _dead_after(program: Program, n: int, buf: Buffer, results: list[Buffer]) -> bool:

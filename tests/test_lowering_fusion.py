@@ -673,3 +673,50 @@ ENTRY e { p0 = f32[1] parameter(0)
  ROOT root = (f32[1], f32[]) tuple(n, total) }
 """
     check_against_interpreter(text, "tee of a one-element reduce")
+
+
+# An optimizer's update of a weight from a gradient the backward dot produced transposed:
+# the loop over the weight's rows reads the gradient down its columns. Sizes that are not
+# multiples of a tile, two results (Adam's shape: new weight and new moment).
+def transposed_update(rows: int, cols: int) -> str:
+    return f"""HloModule transposed_update
+fused {{ w = f32[{rows},{cols}] parameter(0)
+ g = f32[{cols},{rows}] parameter(1)
+ m = f32[{rows},{cols}] parameter(2)
+ t = f32[{rows},{cols}] transpose(g), dimensions={{1,0}}
+ c = f32[] constant(0.1)
+ cb = f32[{rows},{cols}] broadcast(c), dimensions={{}}
+ n = f32[{rows},{cols}] add(m, t)
+ s = f32[{rows},{cols}] multiply(n, cb)
+ u = f32[{rows},{cols}] subtract(w, s)
+ ROOT r = (f32[{rows},{cols}], f32[{rows},{cols}]) tuple(u, n) }}
+ENTRY e {{ w = f32[{rows},{cols}] parameter(0)
+ g = f32[{cols},{rows}] parameter(1)
+ m = f32[{rows},{cols}] parameter(2)
+ ROOT f = (f32[{rows},{cols}], f32[{rows},{cols}]) fusion(w, g, m), kind=kLoop, calls=fused }}
+"""
+
+
+def _loop_names(text: str) -> str:
+    from hlo_opt.lowering import emit_llvm
+    return emit_llvm(hlo_opt.parse(text), optimized=False)
+
+
+@pytest.mark.parametrize("rows,cols", [(100, 130), (37, 1000), (256, 200), (1, 300)])
+def test_a_loop_reading_an_operand_transposed_walks_tiles(rows, cols):
+    """Reading the gradient down its columns row after row would touch a new cache line per
+    element; the loop goes tile by tile (rows blocks, column blocks) instead, still one
+    threaded phase over rows and equal to the interpreter at ragged edges."""
+    text = transposed_update(rows, cols)
+    kernel, groups, steps = phases_of(text)
+    assert len(steps) == 1 and kernel.temps == [] and kernel.extent == rows
+    assert "cols.body" in _loop_names(text)
+    check_against_interpreter(text, f"transposed update {rows}x{cols}")
+
+
+def test_a_loop_reading_every_operand_along_its_rows_is_not_tiled():
+    text = transposed_update(100, 130).replace("transpose(g), dimensions={1,0}",
+                                               "transpose(g), dimensions={0,1}")
+    text = text.replace("g = f32[130,100]", "g = f32[100,130]")
+    assert "cols.body" not in _loop_names(text)
+    check_against_interpreter(text, "untransposed update")

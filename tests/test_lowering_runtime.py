@@ -514,3 +514,131 @@ def test_kernel_formation_groups_unfused_modules_only():
     assert exe.stats["kernel_calls"] == 3
     x = np.linspace(-2, 2, 64).astype(np.float32)
     assert_matches(exe(x)[0], hlo_opt.evaluate(exe.module, [x])[0], 2, "fused module", atol=1e-6)
+
+
+# A backward scan's weight-gradient accumulator: g = g + transpose(dot(d, x)) per step.
+ACCUMULATE = """cond {
+  n = s32[] constant(5)
+  s = (s32[], f32[8,16], f32[5,4,8], f32[5,4,16]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+body {
+  z = s32[] constant(0)
+  one = s32[] constant(1)
+  s = (s32[], f32[8,16], f32[5,4,8], f32[5,4,16]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  g = f32[8,16] get-tuple-element(s), index=1
+  ds = f32[5,4,8] get-tuple-element(s), index=2
+  xs = f32[5,4,16] get-tuple-element(s), index=3
+  d3 = f32[1,4,8] dynamic-slice(ds, i, z, z), dynamic_slice_sizes={1,4,8}
+  d = f32[4,8] reshape(d3)
+  x3 = f32[1,4,16] dynamic-slice(xs, i, z, z), dynamic_slice_sizes={1,4,16}
+  x = f32[4,16] reshape(x3)
+  p = f32[16,8] dot(x, d), lhs_contracting_dims={0}, rhs_contracting_dims={0}
+  t = f32[8,16] transpose(p), dimensions={1,0}
+  g2 = f32[8,16] add(g, t)
+  j = s32[] add(i, one)
+  ROOT r = (s32[], f32[8,16], f32[5,4,8], f32[5,4,16]) tuple(j, g2, ds, xs)
+}"""
+
+
+def test_a_loops_gradient_accumulator_is_added_to_in_place():
+    """g + transpose(dot(...)) reads each element of g at the index it writes: the kernel
+    writes the sum over g's own buffer, so the loop neither makes a new array nor copies it
+    into its state each step."""
+    from hlo_opt.lowering.program import Copy, KernelStep, While
+    from hlo_opt.lowering.runtime import build
+    body = ACCUMULATE
+    text = module("""
+        ds = f32[5,4,8] parameter(0)
+        xs = f32[5,4,16] parameter(1)
+        g0 = f32[8,16] parameter(2)
+        zero = s32[] constant(0)
+        e = f32[8,16] exponential(g0)
+        init = (s32[], f32[8,16], f32[5,4,8], f32[5,4,16]) tuple(zero, e, ds, xs)
+        w = (s32[], f32[8,16], f32[5,4,8], f32[5,4,16]) while(init), condition=cond, body=body
+        ROOT g = f32[8,16] get-tuple-element(w), index=1""", body)
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal(s).astype(np.float32) for s in ((5, 4, 8), (5, 4, 16), (8, 16))]
+    saved = [a.copy() for a in args]
+    ours, want = run_both(text, args)
+    assert_matches(ours[0], want[0], 8, "accumulated", atol=1e-5)
+    assert all(np.array_equal(a, s) for a, s in zip(args, saved))
+    program = build(hlo_opt.parse(text))[0]
+    [loop] = [s for s in program.steps if isinstance(s, While)]
+    assert loop.body_results[1] is loop.state[1]
+    assert not any(isinstance(s, Copy) for s in loop.body.steps)
+    [add] = [s for s in loop.body.steps if isinstance(s, KernelStep) and loop.state[1] in s.outs]
+    assert loop.state[1] in add.ins
+
+
+@pytest.mark.parametrize("body", [
+    # The old value is a result too.
+    """s = f32[6,5] sine(e)
+       a = f32[6,5] add(s, y)
+       ROOT t = (f32[6,5], f32[6,5]) tuple(a, s)""",
+    # The old value is read after the add, at other indices.
+    """a = f32[6,5] add(e, y)
+       r = f32[6,5] reverse(e), dimensions={0}
+       m = f32[6,5] multiply(a, r)
+       ROOT t = (f32[6,5], f32[6,5]) tuple(m, a)""",
+    # The add reads its operand at other indices too.
+    """r = f32[6,5] reverse(e), dimensions={1}
+       ROOT a = f32[6,5] add(e, r)""",
+])
+def test_an_elementwise_kernel_never_writes_over_a_value_still_read(body):
+    text = module("""p = f32[6,5] parameter(0)
+        y = f32[6,5] parameter(1)
+        e = f32[6,5] sort(p), dimensions={1}, to_apply=lt
+        """ + body, """lt { a = f32[] parameter(0)
+ b = f32[] parameter(1)
+ ROOT r = pred[] compare(a, b), direction=LT }""")
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal((6, 5)).astype(np.float32) for _ in range(2)]
+    ours, want = run_both(text, args)
+    for g, w in zip(ours, want):
+        assert_matches(g, w, 2, "elementwise")
+
+
+def test_loop_state_elements_starting_from_one_zeros_array_each_get_it_written():
+    """Two accumulators start from one broadcast zero: instead of copying that array into
+    the second's buffer before the loop, the broadcast is computed there too; no state
+    element is copied in, and the two diverge."""
+    from hlo_opt.lowering.program import While
+    from hlo_opt.lowering.runtime import build
+    comps = """cond {
+  s = (s32[], f32[6,3], f32[6,3]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant(4)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+body {
+  s = (s32[], f32[6,3], f32[6,3]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  a = f32[6,3] get-tuple-element(s), index=1
+  b = f32[6,3] get-tuple-element(s), index=2
+  f = f32[] convert(i)
+  r = f32[6,3] broadcast(f), dimensions={}
+  a2 = f32[6,3] add(a, r)
+  b2 = f32[6,3] multiply(b, a2)
+  e = f32[6,3] exponential(b2)
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  ROOT t = (s32[], f32[6,3], f32[6,3]) tuple(j, a2, e)
+}"""
+    text = module("""
+        zero = s32[] constant(0)
+        c = f32[] constant(0)
+        z = f32[6,3] broadcast(c), dimensions={}
+        init = (s32[], f32[6,3], f32[6,3]) tuple(zero, z, z)
+        w = (s32[], f32[6,3], f32[6,3]) while(init), condition=cond, body=body
+        a = f32[6,3] get-tuple-element(w), index=1
+        b = f32[6,3] get-tuple-element(w), index=2
+        ROOT t = (f32[6,3], f32[6,3], f32[6,3]) tuple(a, b, z)""", comps)
+    ours, want = run_both(text, [])
+    for g, w in zip(ours, want):
+        assert_matches(g, w, 4, "accumulators", atol=1e-6)
+    program = build(hlo_opt.parse(text))[0]
+    [loop] = [s for s in program.steps if isinstance(s, While)]
+    assert loop.init[1] is loop.state[1] and loop.init[2] is loop.state[2]
