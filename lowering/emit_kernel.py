@@ -160,18 +160,21 @@ def emit_kernel(comp: Computation, name: str, key: str = "",
     impl.linkage = "internal"
     impl.attributes.add("alwaysinline")
     jit.tune(impl)
-    from .in_place import elementwise_updates       # in_place builds on this module
-    shared = elementwise_updates(comp, updates) if updates else []
-    for k, a in enumerate(impl.args[:len(out_shapes) + n_in]):
-        if not (shared and (k == 0 or k - len(out_shapes) in shared)):
-            a.add_attribute("noalias")        # an output written over its input may not
+    for a in impl.args[:len(out_shapes) + n_in]:
+        a.add_attribute("noalias")
     b = ir.IRBuilder(impl.append_basic_block("entry"))
     args = list(impl.args)
     out_ptrs = args[:len(out_shapes)]
     in_ptrs = args[len(out_shapes):len(out_shapes) + n_in]
     temp_ptrs = iter(args[len(out_shapes) + n_in:n_buf - 1])
     begin, end, slot = args[n_buf:]
-    sources = {id(p): Source(ptr, p.shape) for p, ptr in zip(params + constants, in_ptrs)}
+    # an input the only output is written over (in_place.elementwise_updates: the host
+    # passes one buffer for both) is read through the output's pointer: one pointer per
+    # buffer keeps every argument noalias, so loops vectorize without overlap checks
+    from .in_place import elementwise_updates       # in_place builds on this module
+    shared = set(elementwise_updates(comp, updates) if updates else [])
+    sources = {id(p): Source(out_ptrs[0] if n in shared else ptr, p.shape)
+               for n, (p, ptr) in enumerate(zip(params + constants, in_ptrs))}
     kb = KernelBuilder(impl, b, sources, begin, end, slot, args[n_buf - 1], scratch)
     for step, plan in zip(steps, plans):
         outs = []
