@@ -36,14 +36,18 @@ def _samples(domain: str, n: int, rng) -> np.ndarray:
     return np.concatenate([x, np.array(SPECIAL, np.float32)])
 
 
+def unary(op: str, dtype: str, n: int) -> str:
+    """A module applying one elementwise op to a vector of n elements."""
+    return (f"HloModule m\nENTRY e {{\n  x = {dtype}[{n}] parameter(0)\n"
+            f"  ROOT y = {dtype}[{n}] {op}(x)\n}}\n")
+
+
 @pytest.mark.parametrize("op", list(FUNCTIONS))
 def test_transcendental_accuracy(op):
     ulps, reference, domain = FUNCTIONS[op]
     x = _samples(domain, 200_000, np.random.default_rng(0))
     n = x.size
-    text = (f"HloModule m\nENTRY e {{\n  x = f32[{n}] parameter(0)\n"
-            f"  ROOT y = f32[{n}] {op}(x)\n}}\n")
-    got = hlo_opt.compile(text)(x)[0]
+    got = hlo_opt.compile(unary(op, "f32", n))(x)[0]
     with np.errstate(all="ignore"):
         want = reference(x.astype(np.float64))
         error = ulp_distance(got, want.astype(np.float32))
@@ -63,9 +67,7 @@ def test_exp_denormal_results_are_built_without_underflow(flush):
     built as integers, mathlib._times_pow2), 0 below."""
     x = np.concatenate([np.linspace(-104.0, -85.0, 100_000), [-104.5, -120.0, -np.inf]])
     x = x.astype(np.float32)
-    text = (f"HloModule m\nENTRY e {{\n  x = f32[{x.size}] parameter(0)\n"
-            f"  ROOT y = f32[{x.size}] exponential(x)\n}}\n")
-    got = hlo_opt.compile(text, flush_denormals=flush)(x)[0]
+    got = hlo_opt.compile(unary("exponential", "f32", x.size), flush_denormals=flush)(x)[0]
     want = np.exp(x.astype(np.float64)).astype(np.float32)
     assert np.count_nonzero((want > 0) & (want < np.float32(2.0 ** -126))) > 50_000
     error = ulp_distance(got, want)
@@ -80,9 +82,7 @@ def test_narrow_float_every_value(op, dtype):
     dt = {"bf16": ml_dtypes.bfloat16, "f16": np.float16}[dtype]
     x = np.arange(1 << 16, dtype=np.uint16).view(dt)
     n = x.size
-    text = (f"HloModule m\nENTRY e {{\n  x = {dtype}[{n}] parameter(0)\n"
-            f"  ROOT y = {dtype}[{n}] {op}(x)\n}}\n")
-    got = hlo_opt.compile(text)(x)[0]
+    got = hlo_opt.compile(unary(op, dtype, n))(x)[0]
     with np.errstate(all="ignore"):
         want = FUNCTIONS[op][1](x.astype(np.float64)).astype(dt)
     error = ulp_distance(got, want)
@@ -110,9 +110,7 @@ def test_f64_transcendental_accuracy(op):
         -9, 4, 200_000), rng.uniform(-750, 712, 100_000), rng.uniform(-1, 1, 100_000),
         np.array(F64_SPECIAL)])
     n = x.size
-    text = (f"HloModule m\nENTRY e {{\n  x = f64[{n}] parameter(0)\n"
-            f"  ROOT y = f64[{n}] {op}(x)\n}}\n")
-    got = hlo_opt.compile(text)(x)[0]
+    got = hlo_opt.compile(unary(op, "f64", n))(x)[0]
     with np.errstate(all="ignore"):
         want = reference(x.astype(np.longdouble))
         rounded = want.astype(np.float64)
