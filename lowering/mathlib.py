@@ -47,9 +47,6 @@ EXP_POLY = [1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2,
 LOG_POLY = [7.0376836292e-2, -1.1514610310e-1, 1.1676998740e-1, -1.2420140846e-1,
             1.4249322787e-1, -1.6668057665e-1, 2.0000714765e-1, -2.4999993993e-1,
             3.3333331174e-1]
-# Adding this to a float below 2^22 in magnitude rounds it to an integer (to nearest even),
-# which the sum's low mantissa bits then hold.
-ROUND_SHIFT = 1.5 * 2.0 ** 23
 TANH_POLY = [-5.70498872745e-3, 2.06390887954e-2, -5.37397155531e-2, 1.33314422036e-1,
              -3.33332819422e-1]
 # erf: discrete minimax fits (weighted by the f32 ulp of the result, coefficients rounded to
@@ -138,14 +135,25 @@ class _F:
 def _exp_parts(b: ir.IRBuilder, x):
     """(p, n) with exp(x) = p * 2**n, p in [0.7, 1.42] and n an integer of x's width, for
     finite x within the type's exp_range: reduction by n ln 2 in two steps, then p = 1 + r +
-    r^2 P(r) (f32: Cephes expf's degree 7; f64: Taylor to degree 13)."""
+    r^2 P(r) (f32: Cephes expf's degree 7; f64: Taylor to degree 13). n = x log2(e) rounded
+    by adding 1.5 * 2^mantissa in one FMA (`_round_shift`): no round or convert instruction
+    (5-7% of exp's and logistic's time)."""
     f = _F(b, x)
-    n = call(b, "llvm.roundeven", [b.fmul(x, f.c(LOG2E))])
+    shift = f.c(_round_shift(f))
+    shifted = f.fma(x, f.c(LOG2E), shift)
+    n = b.fsub(shifted, shift)
     r = f.fma(n, f.c(-f.facts.ln2[0]), x)
     r = f.fma(n, f.c(-f.facts.ln2[1]), r)
     z = b.fmul(r, r)
     return f.fma(f.horner(r, f.facts.exp_poly), z, b.fadd(r, f.c(1.0))), \
-        b.fptosi(n, f.facts.bits)
+        b.sub(b.bitcast(shifted, f.facts.bits), b.bitcast(shift, f.facts.bits))
+
+
+def _round_shift(f: _F) -> float:
+    """1.5 * 2^mantissa: adding it to a float below 2^(mantissa - 1) in magnitude rounds that
+    to an integer (to nearest even), which the sum's low mantissa bits then hold (as an
+    offset from the shift's own bits)."""
+    return 1.5 * 2.0 ** f.facts.mantissa
 
 
 def exp(b: ir.IRBuilder, x):
@@ -271,12 +279,12 @@ def expm1(b: ir.IRBuilder, x):
 def tanh(b: ir.IRBuilder, x):
     """An odd polynomial below 0.625; 1 - 2/(exp(2|x|) + 1) above, where |x| is clamped at 10
     (tanh(10) rounds to 1). Both sides are computed (vectors run both) in few operations:
-    exp(2z) = p * 2^n with n rounded by adding 1.5 * 2^23 in the FMA that scales z (the sum's
-    low bits are n, shifted into an exponent field; no round or convert instruction), the
-    reduction done on z itself, r/2 = z - n ln2/2, with Cephes' coefficients scaled by
-    powers of two for it, e + 1 as one FMA, and x's sign bit OR-ed into the result (the large side
-    is positive; the polynomial's x + x^3 P(x^2) makes -0 +0). NaN passes through the clamp and the polynomial; ±inf gives
-    ±1. Not a rational x P(x^2) / Q(x^2) clamped at 9.2: fitted to 0.4 ulp with 5 + 5
+    exp(2z) = p * 2^n with n rounded as _exp_parts does (the sum's low bits, shifted into an
+    exponent field, are 2^n), the reduction done on z itself, r/2 = z - n ln2/2, with
+    Cephes' coefficients scaled by powers of two for it, e + 1 as one FMA, and x's sign bit
+    OR-ed into the result (the large side is positive; the polynomial's x + x^3 P(x^2)
+    makes -0 +0). NaN passes through the clamp and the polynomial; ±inf gives ±1.
+    Not a rational x P(x^2) / Q(x^2) clamped at 9.2: fitted to 0.4 ulp with 5 + 5
     coefficients (0.01 with 6 + 6), its f32 evaluation still errs by 5-6 ulp near 1, where
     the roundings of both polynomials and the divide add up. Nor (e^2z - 1)/(e^2z + 1) on
     both sides with expm1 from the same reduction: 18% fewer operations, but 2 ulp below
@@ -284,8 +292,9 @@ def tanh(b: ir.IRBuilder, x):
     f = _F(b)
     z = call(b, "llvm.fabs", [x])
     zc = f.sel(f.gt(z, 10.0), f.c(10.0), z)           # NaN stays NaN
-    shifted = f.fma(zc, f.c(2 * LOG2E), f.c(ROUND_SHIFT))
-    n = b.fsub(shifted, f.c(ROUND_SHIFT))
+    shift = f.c(_round_shift(f))
+    shifted = f.fma(zc, f.c(2 * LOG2E), shift)
+    n = b.fsub(shifted, shift)
     h = f.fma(n, f.c(-EXP_C1 / 2), zc)
     h = f.fma(n, f.c(-EXP_C2 / 2), h)                  # r / 2, r = 2z - n ln 2
     # p = 1 + r + r^2 P(r) with r = 2h: P's coefficient of r^k times 2^(k + 2)
