@@ -11,6 +11,7 @@ TensorCore's capacity, and its time split into the roofline's parts with what bo
 """
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import asdict, dataclass
 
 from ..kernels import executed_computations, is_kernel
@@ -122,7 +123,7 @@ def _kernel_stats(inst, model: TpuCostModel) -> KernelStats:
     size = model.generation.mxu_size
     return KernelStats(
         name=inst.name, kind=str(inst.attrs.get("kind", inst.opcode)),
-        layouts=" ".join(_layout(o.shape) for o in view.outputs),
+        layouts=_layouts([o.shape for o in view.outputs]),
         logical_bytes=sum(logical_bytes(v.shape) for v in values),
         hbm_bytes=read + written, mxu_passes=passes,
         mxu_utilization=macs / (passes * size ** 3) if passes else None,
@@ -131,10 +132,16 @@ def _kernel_stats(inst, model: TpuCostModel) -> KernelStats:
         memory_us=split.memory / 1000, time_us=split.total / 1000, bound=split.bound)
 
 
+def _layouts(shapes: list[AnyShape]) -> str:
+    """Results' layouts, one of a kind: "3x f32[2,32,4,16]{3,2,1,0:T(4,128)}"."""
+    counts = Counter(_layout(s) for s in shapes)
+    return " ".join(text if n == 1 else f"{n}x {text}" for text, n in counts.items())
+
+
 def _layout(shape: AnyShape) -> str:
     """A result's shape with its layout and tiles as XLA prints them for TPU."""
     if shape.is_tuple:
-        return "(" + " ".join(_layout(s) for s in shape.elements) + ")"
+        return "(" + _layouts(list(shape.elements)) + ")"
     dims, order = array_dims(shape), physical_order(shape)
     tiles = tile_text(tiling(shape.element_type, dims, order))
     return f"{shape.element_type}[{','.join(map(str, dims))}]" \
