@@ -1,7 +1,8 @@
 """`hlo-opt`: read an HLO module, optimize it, print it (stdout or -o, written atomically):
 as HLO text, or with --emit=llvm|asm|ptx as the LLVM IR or assembly of its kernels: host code
-for the CPU, NVPTX IR and PTX for --target=gpu. With --target=tpu, --stats adds the TPU
-model's per-kernel table and --report=PATH writes it as JSON (targets/tpu_report.py)."""
+for the CPU, NVPTX IR and PTX for --target=gpu. With --target=tpu the text carries XLA's TPU
+tiled layouts (targets/tpu_layout.py), --stats adds the TPU model's per-kernel table and
+--report=PATH writes it as JSON (targets/tpu_report.py)."""
 from __future__ import annotations
 
 import argparse
@@ -98,6 +99,9 @@ def main(argv=None) -> int:
         out, report = optimize(module, args.rules or ["default"], args.fp_mode, args.target,
                                args.time_limit, args.node_limit, stats=True,
                                fusion=not args.no_fusion, verify=False, tpu_gen=args.tpu_gen)
+        if args.target == "tpu" and args.emit == "hlo":
+            from ..targets.tpu_layout import assign_layouts
+            out = assign_layouts(out)
         text = out.to_text(metadata=not args.no_metadata) if args.emit == "hlo" else \
             emit_code(out, args.emit, args.target, args.gpu_arch)
         tpu = tpu_report(out, TpuCostModel(args.tpu_gen)) if args.target == "tpu" else None
