@@ -18,7 +18,7 @@ from ..kernels import executed_computations, is_kernel
 from ..shape import AnyShape
 from . import Work, kernel_view
 from .tpu import TpuCostModel
-from .tpu_kernels import array_dims, logical_bytes, mxu_use, physical_order
+from .tpu_kernels import array_dims, logical_bytes, mxu_use, padded, physical_order
 from .tpu_tiles import tile_text, tiling
 
 
@@ -26,7 +26,7 @@ from .tpu_tiles import tile_text, tiling
 class KernelStats:
     name: str
     kind: str                   # the fusion kind, or the opcode of an op run on its own
-    layouts: str                # its results' tiled layouts
+    layouts: str                # its results' tiled layouts (and padded dims where they pad)
     logical_bytes: float        # bytes read and written, without padding
     hbm_bytes: float            # bytes read and written, whole tiles
     mxu_passes: int             # size^3 MXU passes, precision passes included
@@ -139,10 +139,16 @@ def _layouts(shapes: list[AnyShape]) -> str:
 
 
 def _layout(shape: AnyShape) -> str:
-    """A result's shape with its layout and tiles as XLA prints them for TPU."""
+    """A result's shape with its layout and tiles as XLA prints them for TPU, and its
+    padded dims when tiles pad it: f32[8,129]{1,0:T(8,128)}->[8,256]."""
     if shape.is_tuple:
         return "(" + _layouts(list(shape.elements)) + ")"
     dims, order = array_dims(shape), physical_order(shape)
     tiles = tile_text(tiling(shape.element_type, dims, order))
-    return f"{shape.element_type}[{','.join(map(str, dims))}]" \
-           f"{{{','.join(map(str, order))}{':' + tiles if tiles else ''}}}"
+    whole = padded(shape).dims
+    return f"{shape.element_type}[{_ints(dims)}]{{{_ints(order)}{':' + tiles if tiles else ''}}}" \
+           + (f"->[{_ints(whole)}]" if tuple(whole) != dims else "")
+
+
+def _ints(values) -> str:
+    return ",".join(map(str, values))
