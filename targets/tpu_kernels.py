@@ -17,9 +17,9 @@ feature, K = input features per group x window taps, N = output features per gro
 VMEM. A kernel streams its arrays through VMEM in blocks, one block of each operand and
 result per step, double-buffered so that the next block's copy overlaps this one's compute.
 The model's block is one row of tiles: the array's first tile's rows by its whole minor
-(lane) dimension, as a kernel that keeps lane rows whole walks its arrays; a dot's blocks
-are `size` rows of the left operand by all of K, K by `size` columns of the right one, and a
-size x size f32 accumulator. A member's footprint counts the blocks of its operands and its
+(lane) dimension, as a kernel that keeps lane rows whole walks its arrays. A dot's blocks
+are one pass's: size x size of each operand and a size x size f32 accumulator (the MXU
+takes K `size` deep per pass and accumulates, so K is never resident whole). A member's footprint counts the blocks of its operands and its
 result; a kernel's is twice the sum over its members (every block double-buffered, an operand
 two members read counted for each): an upper bound on what XLA would allocate.
 """
@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 from typing import Mapping, NamedTuple, Sequence
 
+from ..dot_dims import dot_dims
 from ..shape import AnyShape, Shape
 from .tpu_generations import F32_PASSES, TpuGeneration
 from .tpu_tiles import padded_dims, storage_bytes, tiling
@@ -53,7 +54,8 @@ def padded(shape: AnyShape) -> AnyShape:
         return type(shape)(tuple(padded(s) for s in shape.elements))
     if not shape.dtype.bits:
         return shape
-    return shape.with_dims(padded_dims(shape.element_type, array_dims(shape), physical_order(shape)))
+    return shape.with_dims(padded_dims(shape.element_type, array_dims(shape),
+                                       physical_order(shape)))
 
 
 def stored_bytes(shape: AnyShape) -> float:
@@ -82,23 +84,17 @@ class Mxu(NamedTuple):
 def gemm_dims(opcode: str, shape: Shape, attrs: Mapping[str, object],
               operand_shapes: Sequence[AnyShape]) -> tuple[int, int, int, int]:
     """(batch, M, K, N) of a dot or of the GEMM a convolution lowers to."""
-    lhs, rhs = operand_shapes[0], operand_shapes[1]
+    lhs, rhs = array_dims(operand_shapes[0]), array_dims(operand_shapes[1])
     if opcode == "dot":
-        batch_dims = attrs.get("lhs_batch_dims", ()) or ()
-        contracting = attrs.get("lhs_contracting_dims", ()) or ()
-        batch = math.prod(lhs.dims[d] for d in batch_dims)
-        k = math.prod(lhs.dims[d] for d in contracting)
-        m = math.prod(d for i, d in enumerate(lhs.dims)
-                      if i not in batch_dims and i not in contracting)
-        rhs_free = set(range(rhs.rank)) - set(attrs.get("rhs_batch_dims", ()) or ()) \
-            - set(attrs.get("rhs_contracting_dims", ()) or ())
-        n = math.prod(rhs.dims[d] for d in rhs_free)
-        return batch, m, k, n
+        left, right = dot_dims(attrs, len(lhs), len(rhs))
+        return (math.prod(lhs[d] for d in left.batch), math.prod(lhs[d] for d in left.free),
+                math.prod(lhs[d] for d in left.contracting),
+                math.prod(rhs[d] for d in right.free))
     labels, window = attrs.get("dim_labels"), attrs.get("window")
     groups = attrs.get("feature_group_count", 1) or 1
     taps = math.prod(window.size) if window is not None else 1
-    out_features = rhs.dims[labels.rhs_output_feature] if labels is not None else 1
-    in_features = lhs.dims[labels.lhs_feature] if labels is not None else 1
+    out_features = rhs[labels.rhs_output_feature] if labels is not None else 1
+    in_features = lhs[labels.lhs_feature] if labels is not None else 1
     m = max(shape.num_elements, 0) // max(out_features, 1)
     return groups, m, in_features // groups * taps, out_features // groups
 
@@ -157,9 +153,7 @@ def vmem_bytes(gen: TpuGeneration, opcode: str, shape: AnyShape,
     """One member's blocks, single-buffered: its operands' and its result's (a dot's
     MXU-shaped ones)."""
     if opcode in CONTRACTIONS and not shape.is_tuple and len(operand_shapes) >= 2:
-        _, _, k, _ = gemm_dims(opcode, shape, attrs, operand_shapes)
         s = gen.mxu_size
-        k_padded = math.ceil(k / s) * s
         lhs, rhs = operand_shapes[0], operand_shapes[1]
-        return s * k_padded * (lhs.dtype.bits + rhs.dtype.bits) / 8 + s * s * 4.0
+        return s * s * (lhs.dtype.bits + rhs.dtype.bits) / 8 + s * s * 4.0
     return block_bytes(shape) + sum(block_bytes(s) for s in operand_shapes)
