@@ -12,8 +12,9 @@ What the TPU wants (the model's rules):
 Padding differs between layouts (f32[3,129]{1,0} stores 4x256 elements, {0,1} 136x128), so
 each value's candidate layouts are priced by the bytes their tiles move, read and written once
 per use, plus the copies they would need, all priced by the TPU cost model (`fused_cost`).
-The choice is iterated conditional modes: every value takes, in turn, the candidate of least
-total cost given its neighbours' current layouts, until no value changes.
+The choice is iterated conditional modes: every value, and every chain of values that
+elementwise ops tie, takes in turn the candidate of least total cost given its neighbours'
+current layouts, until nothing changes.
 
 Why a pass over the extracted module rather than e-graph terms: layouts belong to the
 scheduled, fused module (fusion decides which values exist in memory at all); tying them into
@@ -32,6 +33,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from . import Work, cost_model
+from ..attributes import Raw
 from ..dot_dims import dot_dims
 from ..errors import UnsupportedError
 from ..ir import Computation, Instruction, Module
@@ -52,11 +54,11 @@ def assign_layouts(module: Module, large_tiles: bool = False) -> Module:
     graph.choose()
     graph.insert_copies()
     graph.apply()
-    for inst in module.instructions():
-        if inst.opcode == "fusion":
-            _lay_out_fused(inst, large_tiles)
+    for comp in outer:
+        for inst in comp.instructions:
+            if inst.opcode == "fusion":
+                _lay_out_fused(inst, large_tiles)
     if "entry_computation_layout" in module.attrs:
-        from ..attributes import Raw
         params = ", ".join(p.shape.to_text() for p in module.entry.parameters)
         module.attrs["entry_computation_layout"] = Raw(
             f"{{({params})->{module.entry.root.shape.to_text()}}}")
@@ -158,9 +160,10 @@ def _fusion_needs(fusion: Instruction) -> dict[int, _Need]:
         while len(users[id(value)]) == 1 and is_elementwise(users[id(value)][0][0].opcode) \
                 and len(users[id(value)][0][0].operands) == 1:
             value = users[id(value)][0][0]
-        dots = [(u, k) for u, k in users[id(value)] if u.opcode == "dot"]
-        if dots:
-            out[param.parameter_number] = _needs(dots[0][0]).get(dots[0][1], _Need("same"))
+        dot_needs = [_needs(u)[k] for u, k in users[id(value)]
+                     if u.opcode == "dot" and k in _needs(u)]
+        if dot_needs:
+            out[param.parameter_number] = dot_needs[0]
         elif not fusion.shape.is_tuple and not param.shape.is_tuple \
                 and param.shape.dims == fusion.shape.dims:
             out[param.parameter_number] = _Need("same")
