@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from conftest import CORPUS, assert_same_ir, corpus_files, corpus_ids
-from hlo_opt import UnsupportedError, evaluate, parse, xla_oracle
+from hlo_opt import UnsupportedError, evaluate, optimize, parse, xla_oracle
 from hlo_opt.targets.tpu_layout import assign_layouts
 from hlo_opt.tools.hlo_opt_cli import main as hlo_opt_main
 from hlo_opt.tools.hlo_run import random_inputs
@@ -39,7 +39,24 @@ def test_corpus_module_tiled_for_xla_and_read_back(path):
     assert_same_ir(module, parse(text))
 
 
+SMALL = [f for f in FILES if f.parent.name == "shared" and not f.name.endswith(".xla_opt.hlo")]
 SMALL_XLA_OPT = [f for f in FILES if f.parent.name == "shared" and f.name.endswith(".xla_opt.hlo")]
+
+
+@requires_xla
+@pytest.mark.parametrize("path", SMALL, ids=corpus_ids(SMALL))
+def test_optimized_for_tpu_tiled_for_xla_same_values(path):
+    # The --target=tpu pipeline: our extraction and fusions, then layouts, which change no value.
+    source = parse(path.read_text())
+    optimized = optimize(source, target="tpu", time_limit=20)
+    untiled = optimized.to_text()
+    module = assign_layouts(optimized)
+    text = module.to_text()
+    xla_oracle.parse(text)
+    assert_same_ir(module, parse(text))
+    args = random_inputs(source)
+    for a, b in zip(evaluate(untiled, args), evaluate(text, args)):
+        np.testing.assert_array_equal(a, b)
 
 
 @pytest.mark.parametrize("path", SMALL_XLA_OPT, ids=corpus_ids(SMALL_XLA_OPT))
