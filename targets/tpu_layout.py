@@ -24,8 +24,7 @@ result; call and conditional parameters; tuple elements) share one layout, and a
 internals follow its operands and result.
 
 A `bitcast` in the input means its operand's bytes seen under both layouts; before layouts
-change it is rewritten to the layout-free ops it stands for (transpose, reshape,
-bitcast-convert, transpose).
+change it is rewritten to the layout-free ops it stands for (hlo/layout_free.py).
 """
 from __future__ import annotations
 
@@ -35,8 +34,8 @@ from dataclasses import dataclass
 from . import Work, cost_model
 from ..attributes import Raw
 from ..dot_dims import dot_dims
-from ..errors import UnsupportedError
 from ..ir import Computation, Instruction, Module
+from ..layout_free import minor_to_major, rewrite_bitcasts
 from ..ops import is_elementwise
 from ..shape import Layout, Shape, TupleShape
 from .tpu_tiles import storage_bytes, tile_text, tiling
@@ -47,7 +46,7 @@ REDUCE_PREFERENCE_NS = 1e-3     # a tie-breaker, not a price: lane reductions wh
 def assign_layouts(module: Module, large_tiles: bool = False) -> Module:
     """Give every array in `module` (changed in place, and returned) a TPU tiled layout."""
     for comp in module.computations:
-        _rewrite_bitcasts(comp)
+        rewrite_bitcasts(comp)
     fused = {id(i.attrs["calls"]) for i in module.instructions() if i.opcode == "fusion"}
     outer = [c for c in module.computations if id(c) not in fused]
     graph = _Graph(outer, cost_model("tpu"), large_tiles)
@@ -84,10 +83,6 @@ def through_transpose(order: tuple[int, ...], perm: tuple[int, ...]) -> tuple[in
 
 def back_through_transpose(order: tuple[int, ...], perm: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(perm[d] for d in order)
-
-
-def _order(shape: Shape) -> tuple[int, ...]:
-    return shape.layout.minor_to_major if shape.layout else default_order(shape.rank)
 
 
 def tiled(shape: Shape, order: tuple[int, ...], large_tiles: bool) -> Shape:
@@ -430,7 +425,7 @@ def _lay_out_fused(fusion: Instruction, large_tiles: bool) -> None:
         elif inst.shape.dtype.is_array:
             inst.shape = tiled(inst.shape, _derived_order(inst, order_of), large_tiles)
         if not inst.shape.is_tuple:
-            order_of[id(inst)] = _order(inst.shape)
+            order_of[id(inst)] = minor_to_major(inst.shape)
     outputs = body.root.operands if body.root.opcode == "tuple" else [body.root]
     for out, leaf in zip(outputs, _leaves(fusion.shape)):
         if out.opcode != "parameter" and not out.shape.is_tuple:
@@ -457,41 +452,3 @@ def _derived_order(inst: Instruction, order_of: dict) -> tuple[int, ...]:
         renumber = {d: i for i, d in enumerate(sorted(kept))}
         return tuple(renumber[d] for d in kept)
     return default_order(rank)
-
-
-# ---- bitcasts
-
-def _rewrite_bitcasts(comp: Computation) -> None:
-    """Each `bitcast` becomes the layout-free ops it means: read the operand in memory order
-    (transpose), regroup (reshape), retype (bitcast-convert), view in the result's logical
-    order (transpose). The last op keeps the bitcast's name and users."""
-    for inst in list(comp.instructions):
-        if inst.opcode != "bitcast":
-            continue
-        operand, result = inst.operands[0].shape, inst.shape
-        if operand.dtype.bits != result.dtype.bits:
-            raise UnsupportedError(f"{inst.name}: a bitcast between element widths "
-                                   f"({operand} to {result}) has no TPU layout here")
-        read = _order(operand)[::-1]                     # major to minor
-        view = _order(result)[::-1]
-        steps = []
-        if list(read) != sorted(read):
-            steps.append((operand.element_type, [operand.dims[d] for d in read], "transpose",
-                          {"dimensions": tuple(read)}))
-        memory = [result.dims[d] for d in view]
-        steps.append((operand.element_type, memory, "reshape", {}))
-        if operand.element_type != result.element_type:
-            steps.append((result.element_type, memory, "bitcast-convert", {}))
-        if list(view) != sorted(view):
-            steps.append((result.element_type, list(result.dims), "transpose",
-                          {"dimensions": tuple(view.index(j) for j in range(result.rank))}))
-        value, where = inst.operands[0], comp.instructions.index(inst)
-        for element_type, dims, opcode, attrs in steps[:-1]:
-            value = Instruction(comp.unique_name(f"{inst.name}.{opcode}"), opcode,
-                                Shape(element_type, tuple(dims)), [value], attrs)
-            comp.instructions.insert(where, value)
-            where += 1
-        element_type, dims, opcode, attrs = steps[-1]
-        metadata = {k: v for k, v in inst.attrs.items() if k == "metadata"}
-        inst.opcode, inst.operands, inst.attrs = opcode, [value], {**attrs, **metadata}
-        inst.shape = Shape(element_type, result.dims, None, result.dynamic)
