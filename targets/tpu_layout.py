@@ -12,8 +12,9 @@ What the TPU wants (the model's rules):
 Padding differs between layouts (f32[3,129]{1,0} stores 4x256 elements, {0,1} 136x128), so
 each value's candidate layouts are priced by the bytes their tiles move, read and written once
 per use, plus the copies they would need, all priced by the TPU cost model (`fused_cost`).
-The choice is iterated conditional modes: every value takes, in turn, the candidate of least
-total cost given its neighbours' current layouts, until no value changes.
+The choice is iterated conditional modes: every value, and every chain of values that
+elementwise ops tie, takes in turn the candidate of least total cost given its neighbours'
+current layouts, until nothing changes.
 
 Why a pass over the extracted module rather than e-graph terms: layouts belong to the
 scheduled, fused module (fusion decides which values exist in memory at all); tying them into
@@ -23,8 +24,7 @@ result; call and conditional parameters; tuple elements) share one layout, and a
 internals follow its operands and result.
 
 A `bitcast` in the input means its operand's bytes seen under both layouts; before layouts
-change it is rewritten to the layout-free ops it stands for (transpose, reshape,
-bitcast-convert, transpose).
+change it is rewritten to the layout-free ops it stands for (hlo/layout_free.py).
 """
 from __future__ import annotations
 
@@ -32,9 +32,10 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from . import Work, cost_model
+from ..attributes import Raw
 from ..dot_dims import dot_dims
-from ..errors import UnsupportedError
 from ..ir import Computation, Instruction, Module
+from ..layout_free import minor_to_major, rewrite_bitcasts
 from ..ops import is_elementwise
 from ..shape import Layout, Shape, TupleShape
 from .tpu_tiles import storage_bytes, tile_text, tiling
@@ -45,18 +46,18 @@ REDUCE_PREFERENCE_NS = 1e-3     # a tie-breaker, not a price: lane reductions wh
 def assign_layouts(module: Module, large_tiles: bool = False) -> Module:
     """Give every array in `module` (changed in place, and returned) a TPU tiled layout."""
     for comp in module.computations:
-        _rewrite_bitcasts(comp)
+        rewrite_bitcasts(comp)
     fused = {id(i.attrs["calls"]) for i in module.instructions() if i.opcode == "fusion"}
     outer = [c for c in module.computations if id(c) not in fused]
     graph = _Graph(outer, cost_model("tpu"), large_tiles)
     graph.choose()
     graph.insert_copies()
     graph.apply()
-    for inst in module.instructions():
-        if inst.opcode == "fusion":
-            _lay_out_fused(inst, large_tiles)
+    for comp in outer:
+        for inst in comp.instructions:
+            if inst.opcode == "fusion":
+                _lay_out_fused(inst, large_tiles)
     if "entry_computation_layout" in module.attrs:
-        from ..attributes import Raw
         params = ", ".join(p.shape.to_text() for p in module.entry.parameters)
         module.attrs["entry_computation_layout"] = Raw(
             f"{{({params})->{module.entry.root.shape.to_text()}}}")
@@ -82,10 +83,6 @@ def through_transpose(order: tuple[int, ...], perm: tuple[int, ...]) -> tuple[in
 
 def back_through_transpose(order: tuple[int, ...], perm: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(perm[d] for d in order)
-
-
-def _order(shape: Shape) -> tuple[int, ...]:
-    return shape.layout.minor_to_major if shape.layout else default_order(shape.rank)
 
 
 def tiled(shape: Shape, order: tuple[int, ...], large_tiles: bool) -> Shape:
@@ -158,9 +155,10 @@ def _fusion_needs(fusion: Instruction) -> dict[int, _Need]:
         while len(users[id(value)]) == 1 and is_elementwise(users[id(value)][0][0].opcode) \
                 and len(users[id(value)][0][0].operands) == 1:
             value = users[id(value)][0][0]
-        dots = [(u, k) for u, k in users[id(value)] if u.opcode == "dot"]
-        if dots:
-            out[param.parameter_number] = _needs(dots[0][0]).get(dots[0][1], _Need("same"))
+        dot_needs = [_needs(u)[k] for u, k in users[id(value)]
+                     if u.opcode == "dot" and k in _needs(u)]
+        if dot_needs:
+            out[param.parameter_number] = dot_needs[0]
         elif not fusion.shape.is_tuple and not param.shape.is_tuple \
                 and param.shape.dims == fusion.shape.dims:
             out[param.parameter_number] = _Need("same")
@@ -427,7 +425,7 @@ def _lay_out_fused(fusion: Instruction, large_tiles: bool) -> None:
         elif inst.shape.dtype.is_array:
             inst.shape = tiled(inst.shape, _derived_order(inst, order_of), large_tiles)
         if not inst.shape.is_tuple:
-            order_of[id(inst)] = _order(inst.shape)
+            order_of[id(inst)] = minor_to_major(inst.shape)
     outputs = body.root.operands if body.root.opcode == "tuple" else [body.root]
     for out, leaf in zip(outputs, _leaves(fusion.shape)):
         if out.opcode != "parameter" and not out.shape.is_tuple:
@@ -454,41 +452,3 @@ def _derived_order(inst: Instruction, order_of: dict) -> tuple[int, ...]:
         renumber = {d: i for i, d in enumerate(sorted(kept))}
         return tuple(renumber[d] for d in kept)
     return default_order(rank)
-
-
-# ---- bitcasts
-
-def _rewrite_bitcasts(comp: Computation) -> None:
-    """Each `bitcast` becomes the layout-free ops it means: read the operand in memory order
-    (transpose), regroup (reshape), retype (bitcast-convert), view in the result's logical
-    order (transpose). The last op keeps the bitcast's name and users."""
-    for inst in list(comp.instructions):
-        if inst.opcode != "bitcast":
-            continue
-        operand, result = inst.operands[0].shape, inst.shape
-        if operand.dtype.bits != result.dtype.bits:
-            raise UnsupportedError(f"{inst.name}: a bitcast between element widths "
-                                   f"({operand} to {result}) has no TPU layout here")
-        read = _order(operand)[::-1]                     # major to minor
-        view = _order(result)[::-1]
-        steps = []
-        if list(read) != sorted(read):
-            steps.append((operand.element_type, [operand.dims[d] for d in read], "transpose",
-                          {"dimensions": tuple(read)}))
-        memory = [result.dims[d] for d in view]
-        steps.append((operand.element_type, memory, "reshape", {}))
-        if operand.element_type != result.element_type:
-            steps.append((result.element_type, memory, "bitcast-convert", {}))
-        if list(view) != sorted(view):
-            steps.append((result.element_type, list(result.dims), "transpose",
-                          {"dimensions": tuple(view.index(j) for j in range(result.rank))}))
-        value, where = inst.operands[0], comp.instructions.index(inst)
-        for element_type, dims, opcode, attrs in steps[:-1]:
-            value = Instruction(comp.unique_name(f"{inst.name}.{opcode}"), opcode,
-                                Shape(element_type, tuple(dims)), [value], attrs)
-            comp.instructions.insert(where, value)
-            where += 1
-        element_type, dims, opcode, attrs = steps[-1]
-        metadata = {k: v for k, v in inst.attrs.items() if k == "metadata"}
-        inst.opcode, inst.operands, inst.attrs = opcode, [value], {**attrs, **metadata}
-        inst.shape = Shape(element_type, result.dims, None, result.dynamic)

@@ -63,26 +63,31 @@ from __future__ import annotations
 
 import math
 
-from ..dtypes import DTYPES
+from ..dtypes import DTYPES, DType
 
 LANES = 128             # elements of a 32-bit vector register row
 SUBLANES = 8            # rows of a vector register
 WORD_BITS = 32
 
 Tiles = tuple[tuple[int, ...], ...]
+ElementType = str | DType           # "bf16" or DTYPES["bf16"]
 
 
-def packing(element_type: str) -> int:
+def _bits(element_type: ElementType) -> int:
+    return (DTYPES[element_type] if isinstance(element_type, str) else element_type).bits
+
+
+def packing(element_type: ElementType) -> int:
     """Elements of the type one 32-bit word holds: 2 for bf16, 4 for s8 and pred."""
-    bits = DTYPES[element_type].bits
+    bits = _bits(element_type)
     return max(1, WORD_BITS // bits) if bits else 1
 
 
-def tiling(element_type: str, dims: tuple[int, ...], minor_to_major: tuple[int, ...],
+def tiling(element_type: ElementType, dims: tuple[int, ...], minor_to_major: tuple[int, ...],
            large: bool = False) -> Tiles:
     """XLA's tile list for an array, e.g. ((8, 128), (2, 1)) for bf16[64,256]{1,0}; () for
     token and opaque values. `large` models XLA's large-second-minor tiling mode."""
-    if not DTYPES[element_type].bits:
+    if not _bits(element_type):
         return ()
     pack = packing(element_type)
     if not dims:
@@ -116,7 +121,7 @@ def _physical(dims: tuple[int, ...], minor_to_major: tuple[int, ...] | None) -> 
         tuple(range(len(dims) - 1, -1, -1))
 
 
-def padded_dims(element_type: str, dims: tuple[int, ...],
+def padded_dims(element_type: ElementType, dims: tuple[int, ...],
                 minor_to_major: tuple[int, ...] | None = None, large: bool = False
                 ) -> tuple[int, ...]:
     """The dims (logical order) rounded up to whole first tiles; the default layout is
@@ -130,7 +135,7 @@ def padded_dims(element_type: str, dims: tuple[int, ...],
     return tuple(out)
 
 
-def storage_bytes(element_type: str, dims: tuple[int, ...],
+def storage_bytes(element_type: ElementType, dims: tuple[int, ...],
                   minor_to_major: tuple[int, ...] | None = None, large: bool = False) -> int:
     """Bytes the array occupies in TPU memory, padding included. A tile with more
     dimensions than the array (a scalar's T(128)) pads the missing ones from 1."""
@@ -139,16 +144,16 @@ def storage_bytes(element_type: str, dims: tuple[int, ...],
     elements = math.prod(padded_dims(element_type, dims, order, large))
     if tiles:
         elements *= math.prod(tiles[0][:max(0, len(tiles[0]) - len(dims))])
-    return math.ceil(elements * DTYPES[element_type].bits / 8)
+    return math.ceil(elements * _bits(element_type) / 8)
 
 
-def padding_waste(element_type: str, dims: tuple[int, ...],
+def padding_waste(element_type: ElementType, dims: tuple[int, ...],
                   minor_to_major: tuple[int, ...] | None = None, large: bool = False) -> float:
     """Fraction of the stored bytes that is padding: 0.0 for an array of whole tiles."""
     stored = storage_bytes(element_type, dims, minor_to_major, large)
     if not stored:
         return 0.0
-    logical = math.ceil(math.prod(dims) * DTYPES[element_type].bits / 8)
+    logical = math.ceil(math.prod(dims) * _bits(element_type) / 8)
     return 1.0 - logical / stored
 
 

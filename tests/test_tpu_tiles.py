@@ -2,6 +2,7 @@
 derived by hand in the comment beside it (targets/tpu_tiles.py states the rules and sources)."""
 import pytest
 
+from hlo_opt.dtypes import DTYPES
 from hlo_opt.targets.tpu_tiles import (padded_dims, padding_waste, storage_bytes, tile_text,
                                        tiling)
 
@@ -66,6 +67,10 @@ def test_pred_7():
     ("s32", (2048,), ((1024,),)),
     ("bf16", (128,), ((256,), (128,), (2, 1))),
     ("bf16", (6144,), ((1024,), (128,), (2, 1))),
+    # 4-bit packs 8 rows per word: one sublane of it is already 8 rows.
+    ("s4", (3, 200), ((8, 128), (8, 1))),
+    # 64-bit has no public TPU rule: the 32-bit tiles (the module's stated assumption).
+    ("f64", (3, 200), ((4, 128),)),
     # Scalars: one compact tile of one 32-bit sublane.
     ("f32", (), ((128,),)),
     ("bf16", (), ((256,),)),
@@ -106,3 +111,9 @@ def test_tile_text():
 
 def test_token_has_no_tiles():
     assert tiling("token", (), ()) == ()
+
+
+def test_element_type_by_name_or_dtype():
+    assert storage_bytes(DTYPES["bf16"], (17, 200)) == storage_bytes("bf16", (17, 200))
+    # s4[3,200]: 8 rows x 256 lanes of half-bytes = 1024 B.
+    assert storage_bytes("s4", (3, 200)) == 1024
