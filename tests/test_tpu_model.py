@@ -248,3 +248,12 @@ def test_the_report_shows_padded_dims_and_padding_share():
     assert k.layouts == "f32[8,129]{1,0:T(8,128)}->[8,256]"
     assert k.hbm_bytes == 3 * 8 * 256 * 4 and k.padding == pytest.approx(1 - 129 / 256)
     assert k.bound == "overhead" and k.mxu_utilization is None
+
+
+def test_report_alone_writes_json_and_prints_no_table(tmp_path, capsys):
+    src, report = tmp_path / "in.hlo", tmp_path / "r.json"
+    src.write_text(elementwise("8,129"))
+    assert main([str(src), "--target=tpu", f"--report={report}", "-o", "-"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == "" and "HloModule" in captured.out
+    assert json.loads(report.read_text())["generation"] == "v5e"

@@ -104,7 +104,8 @@ def main(argv=None) -> int:
             out = assign_layouts(out)
         text = out.to_text(metadata=not args.no_metadata) if args.emit == "hlo" else \
             emit_code(out, args.emit, args.target, args.gpu_arch)
-        tpu = tpu_report(out, TpuCostModel(args.tpu_gen)) if args.target == "tpu" else None
+        tpu = tpu_report(out, TpuCostModel(args.tpu_gen)) \
+            if args.target == "tpu" and (args.stats or args.report) else None
     if args.stats:
         print(report.summary(), file=sys.stderr)
         if tpu is not None:
