@@ -8,8 +8,11 @@ Sources (each figure below names the one it comes from):
          859 GB/s; the model keeps 819, also the figure of [jax] to 0.2%).
   [v5p]  cloud.google.com/tpu/docs/v5p: 2 TensorCores per chip, 4 MXUs per TensorCore,
          459 TFLOP/s bf16, HBM2e 2765 GB/s ([jax] lists 2.46e12 B/s).
-  [v6e]  cloud.google.com/tpu/docs/v6e: 1 TensorCore per chip with two 256x256 MXUs,
-         918 TFLOP/s bf16, HBM 1638 GB/s.
+  [v6e]  cloud.google.com/tpu/docs/v6e: 1 TensorCore per chip, 256x256 MXUs, 918 TFLOP/s
+         bf16, HBM 1638 GB/s (other revisions: 1640 GB/s). Its revisions disagree on the MXU
+         count: "4 matrix-multiply units" in the 2024 ones, "two 256x256" in the current one.
+         The model takes 4: with 4 the peak implies a 1.75 GHz clock (v5p's), with 2 it
+         would take 3.5 GHz.
   [jax]  jax-ml/jax, jax/_src/pallas/mosaic/tpu_info.py (the table behind the Pallas "TPU
          Hardware Reference" page): VMEM per TensorCore 16 MiB (v4), 128 MiB (v5e), 64 MiB
          (v5p), 128 MiB (v6e); MXU column size 128 before generation 6, 256 from it.
@@ -24,11 +27,9 @@ Corrections to issue 14's figures: v5p's VMEM is 64 MiB per TensorCore [jax], no
 (95 GB is its HBM capacity); v5e's bandwidth is 819 GB/s, v4's 1200 GB/s; the rest agree.
 
 Derived, not published: the clock, from the bf16 peak over the MXUs' multiply-adds per
-cycle (2 flops x MXUs x size^2 x TensorCores). It gives v4 1.05 GHz, v5e 1.50 GHz (as [book]
-says), v5p 1.75 GHz, and v6e 3.50 GHz: too high for a real clock, so either v6e has more
-MXUs than [v6e] lists or they do more per cycle; the model uses the clock only for the
-vector unit's rate (below), so on v6e that rate is likely overstated up to 2x.
-The vector rate assumes [hc20]'s 2 ALUs x 8 sublanes x 128 lanes per TensorCore per cycle.
+cycle (2 flops x MXUs x size^2 x TensorCores): v4 1.05 GHz, v5e 1.50 GHz (as [book] says),
+v5p 1.75 GHz, v6e 1.75 GHz. The model uses it only for the vector units' rate, which
+assumes [hc20]'s 2 ALUs x 8 sublanes x 128 lanes per TensorCore per cycle.
 """
 from __future__ import annotations
 
@@ -67,7 +68,7 @@ GENERATIONS = {g.name: g for g in (
     TpuGeneration("v4", 275_000.0, 1200.0, 128, 4, 2, 16 * MiB),
     TpuGeneration("v5e", 197_000.0, 819.0, 128, 4, 1, 128 * MiB),
     TpuGeneration("v5p", 459_000.0, 2765.0, 128, 4, 2, 64 * MiB),
-    TpuGeneration("v6e", 918_000.0, 1638.0, 256, 2, 1, 128 * MiB),
+    TpuGeneration("v6e", 918_000.0, 1638.0, 256, 4, 1, 128 * MiB),
 )}
 DEFAULT_GENERATION = "v5e"
 
