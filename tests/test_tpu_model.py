@@ -257,3 +257,22 @@ def test_report_alone_writes_json_and_prints_no_table(tmp_path, capsys):
     captured = capsys.readouterr()
     assert captured.err == "" and "HloModule" in captured.out
     assert json.loads(report.read_text())["generation"] == "v5e"
+
+
+CONV = """HloModule conv
+ENTRY main {
+  x = bf16[1,8,8,64] parameter(0)
+  w = bf16[3,3,64,128] parameter(1)
+  ROOT c = bf16[1,8,8,128] convolution(x, w), window={size=3x3 pad=1_1x1_1},
+      dim_labels=b01f_01io->b01f
+}
+"""
+
+
+def test_a_convolution_is_priced_as_its_gemm():
+    # M = 1*8*8 output pixels, K = 64 features * 9 taps = 576, N = 128 output features:
+    # 1 * ceil(576/128) * 1 = 5 passes on v5e, using 64*576*128 / (5 * 128^3) = 45%.
+    c = root(CONV)
+    use = mxu_use(generation("v5e"), c.opcode, c.shape, c.attrs, [o.shape for o in c.operands])
+    assert use.passes == 5
+    assert use.utilization(128) == pytest.approx(64 * 576 * 128 / (5 * 128 ** 3))
