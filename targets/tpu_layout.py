@@ -129,7 +129,7 @@ def _needs(inst: Instruction) -> dict[int, _Need]:
         return {0: _Need("permuted", tuple(inst.attrs["dimensions"]))}
     if op == "copy":
         return {0: _Need("permuted", tuple(range(inst.shape.rank)))}
-    if op == "reduce":
+    if op == "reduce" and inst.attrs["dimensions"]:
         n = len(inst.operands) // 2
         return {i: _Need("prefer", tuple(inst.attrs["dimensions"])) for i in range(n)}
     if op == "fusion":
