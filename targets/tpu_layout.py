@@ -43,13 +43,15 @@ from .tpu_tiles import storage_bytes, tile_text, tiling
 REDUCE_PREFERENCE_NS = 1e-3     # a tie-breaker, not a price: lane reductions when free
 
 
-def assign_layouts(module: Module, large_tiles: bool = False) -> Module:
-    """Give every array in `module` (changed in place, and returned) a TPU tiled layout."""
+def assign_layouts(module: Module, model=None, large_tiles: bool = False) -> Module:
+    """Give every array in `module` (changed in place, and returned) a TPU tiled layout,
+    priced by `model` (default: the TPU cost model of cost_model("tpu")); `large_tiles`
+    models XLA's large-second-minor tiles (targets/tpu_tiles.py)."""
     for comp in module.computations:
         rewrite_bitcasts(comp)
     fused = {id(i.attrs["calls"]) for i in module.instructions() if i.opcode == "fusion"}
     outer = [c for c in module.computations if id(c) not in fused]
-    graph = _Graph(outer, cost_model("tpu"), large_tiles)
+    graph = _Graph(outer, model or cost_model("tpu"), large_tiles)
     graph.choose()
     graph.insert_copies()
     graph.apply()
