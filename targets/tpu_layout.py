@@ -174,7 +174,8 @@ class _Graph:
     them, with the uses that price their layouts."""
 
     def __init__(self, comps: list[Computation], model, large_tiles: bool):
-        self.model, self.large = model, large_tiles
+        self.model, self.large, self.comps = model, large_tiles, comps
+        self.copies: dict = {}              # id(copy) -> its order, once inserted
         self.parent: dict = {}
         self.shape_of: dict = {}            # leaf key -> its array Shape
         self.edges = []                     # (consumer, index, producer leaf key, need)
@@ -379,7 +380,6 @@ class _Graph:
         """A copy to the layout a consumer needs, where its operand's layout is not it
         (one per value and layout, shared by the consumers in one computation)."""
         made: dict = {}
-        self.copies: dict = {}              # id(copy) -> its order
         for edge in self.edges:
             consumer, index, key, need = edge
             prod = self.layout[self.find(key)]
@@ -402,7 +402,7 @@ class _Graph:
             consumer.operands[index] = made[cache]
 
     def apply(self) -> None:
-        for comp in {id(c): c for c in self.comp_of.values()}.values():
+        for comp in self.comps:
             for inst in comp.instructions:
                 if id(inst) in self.copies:
                     continue
