@@ -43,13 +43,15 @@ from .tpu_tiles import storage_bytes, tile_text, tiling
 REDUCE_PREFERENCE_NS = 1e-3     # a tie-breaker, not a price: lane reductions when free
 
 
-def assign_layouts(module: Module, large_tiles: bool = False) -> Module:
-    """Give every array in `module` (changed in place, and returned) a TPU tiled layout."""
+def assign_layouts(module: Module, model=None, large_tiles: bool = False) -> Module:
+    """Give every array in `module` (changed in place, and returned) a TPU tiled layout,
+    priced by `model` (default: the TPU cost model of cost_model("tpu")); `large_tiles`
+    models XLA's large-second-minor tiles (targets/tpu_tiles.py)."""
     for comp in module.computations:
         rewrite_bitcasts(comp)
     fused = {id(i.attrs["calls"]) for i in module.instructions() if i.opcode == "fusion"}
     outer = [c for c in module.computations if id(c) not in fused]
-    graph = _Graph(outer, cost_model("tpu"), large_tiles)
+    graph = _Graph(outer, model or cost_model("tpu"), large_tiles)
     graph.choose()
     graph.insert_copies()
     graph.apply()
@@ -172,7 +174,8 @@ class _Graph:
     them, with the uses that price their layouts."""
 
     def __init__(self, comps: list[Computation], model, large_tiles: bool):
-        self.model, self.large = model, large_tiles
+        self.model, self.large, self.comps = model, large_tiles, comps
+        self.copies: dict = {}              # id(copy) -> its order, once inserted
         self.parent: dict = {}
         self.shape_of: dict = {}            # leaf key -> its array Shape
         self.edges = []                     # (consumer, index, producer leaf key, need)
@@ -377,7 +380,6 @@ class _Graph:
         """A copy to the layout a consumer needs, where its operand's layout is not it
         (one per value and layout, shared by the consumers in one computation)."""
         made: dict = {}
-        self.copies: dict = {}              # id(copy) -> its order
         for edge in self.edges:
             consumer, index, key, need = edge
             prod = self.layout[self.find(key)]
@@ -400,7 +402,7 @@ class _Graph:
             consumer.operands[index] = made[cache]
 
     def apply(self) -> None:
-        for comp in {id(c): c for c in self.comp_of.values()}.values():
+        for comp in self.comps:
             for inst in comp.instructions:
                 if id(inst) in self.copies:
                     continue

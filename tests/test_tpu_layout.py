@@ -234,3 +234,22 @@ def test_hlo_opt_target_tpu_prints_tiled_layouts(tmp_path, capsys):
     assert "{1,0:T(8,128)(2,1)}" in text
     xla_oracle.parse(text)
 
+
+
+def test_large_second_minor_tiles_on_request():
+    # bf16[32,256]: 32 rows take XLA's large (16,128)(2,1) tile when the mode is on; 17 rows
+    # do not divide by 16 and keep (8,128)(2,1).
+    text = """HloModule m
+ENTRY e {
+  x = bf16[32,256] parameter(0)
+  y = bf16[17,256] parameter(1)
+  a = bf16[32,256] negate(x)
+  ROOT t = (bf16[32,256], bf16[17,256]) tuple(a, y)
+}
+"""
+    module = assign_layouts(parse(text), large_tiles=True)
+    by_name = {i.name: i for i in module.instructions()}
+    assert by_name["a"].shape.to_text() == "bf16[32,256]{1,0:T(16,128)(2,1)}"
+    assert by_name["y"].shape.to_text() == "bf16[17,256]{1,0:T(8,128)(2,1)}"
+    if xla_oracle.available():
+        xla_oracle.parse(module.to_text())
