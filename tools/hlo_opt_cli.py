@@ -99,13 +99,14 @@ def main(argv=None) -> int:
         out, report = optimize(module, args.rules or ["default"], args.fp_mode, args.target,
                                args.time_limit, args.node_limit, stats=True,
                                fusion=not args.no_fusion, verify=False, tpu_gen=args.tpu_gen)
-        if args.target == "tpu" and args.emit == "hlo":
+        tpu_model = TpuCostModel(args.tpu_gen) if args.target == "tpu" else None
+        if tpu_model is not None and args.emit == "hlo":
             from ..targets.tpu_layout import assign_layouts
-            out = assign_layouts(out)
+            out = assign_layouts(out, tpu_model)
         text = out.to_text(metadata=not args.no_metadata) if args.emit == "hlo" else \
             emit_code(out, args.emit, args.target, args.gpu_arch)
-        tpu = tpu_report(out, TpuCostModel(args.tpu_gen)) \
-            if args.target == "tpu" and (args.stats or args.report) else None
+        tpu = tpu_report(out, tpu_model) \
+            if tpu_model is not None and (args.stats or args.report) else None
     if args.stats:
         print(report.summary(), file=sys.stderr)
         if tpu is not None:
