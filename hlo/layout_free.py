@@ -13,11 +13,6 @@ from .ir import Computation, Instruction
 from .shape import Shape
 
 
-def minor_to_major(shape: Shape) -> tuple[int, ...]:
-    """The shape's layout order; the default (descending) one when it has no layout."""
-    return shape.layout.minor_to_major if shape.layout else tuple(range(shape.rank - 1, -1, -1))
-
-
 def rewrite_bitcasts(comp: Computation) -> None:
     """Each `bitcast` becomes the layout-free ops it means: read the operand in memory order
     (transpose), regroup (reshape), retype (bitcast-convert), view in the result's logical
@@ -29,8 +24,8 @@ def rewrite_bitcasts(comp: Computation) -> None:
         if operand.dtype.bits != result.dtype.bits:
             raise UnsupportedError(f"{inst.name}: a bitcast between element widths "
                                    f"({operand} to {result}) has no layout-free form")
-        read = minor_to_major(operand)[::-1]             # major to minor
-        view = minor_to_major(result)[::-1]
+        read = operand.minor_to_major[::-1]             # major to minor
+        view = result.minor_to_major[::-1]
         steps = []
         if list(read) != sorted(read):
             steps.append((operand.element_type, [operand.dims[d] for d in read], "transpose",

@@ -37,13 +37,6 @@ from .work import flops
 CONTRACTIONS = frozenset({"dot", "convolution"})
 
 
-def physical_order(shape: Shape) -> tuple[int, ...]:
-    """The array's minor-to-major order: its layout's, or the default (descending)."""
-    if shape.layout is not None:
-        return tuple(shape.layout.minor_to_major)
-    return tuple(range(shape.rank - 1, -1, -1))
-
-
 def array_dims(shape: Shape) -> tuple[int, ...]:
     return tuple(max(d, 0) for d in shape.dims)     # a dynamic (-1) dimension counts as empty
 
@@ -55,7 +48,7 @@ def padded(shape: AnyShape) -> AnyShape:
     if not shape.dtype.bits:
         return shape
     return shape.with_dims(padded_dims(shape.element_type, array_dims(shape),
-                                       physical_order(shape)))
+                                       shape.minor_to_major))
 
 
 def stored_bytes(shape: AnyShape) -> float:
@@ -64,7 +57,7 @@ def stored_bytes(shape: AnyShape) -> float:
         return sum(stored_bytes(s) for s in shape.elements)
     if not shape.dtype.bits:
         return 0.0
-    return float(storage_bytes(shape.element_type, array_dims(shape), physical_order(shape)))
+    return float(storage_bytes(shape.element_type, array_dims(shape), shape.minor_to_major))
 
 
 def logical_bytes(shape: AnyShape) -> float:
@@ -140,7 +133,7 @@ def block_bytes(shape: AnyShape) -> float:
         return sum(block_bytes(s) for s in shape.elements)
     if not shape.dtype.bits:
         return 0.0
-    dims, order = array_dims(shape), physical_order(shape)
+    dims, order = array_dims(shape), shape.minor_to_major
     rows = tiling(shape.element_type, dims, order)[0][0]
     if len(dims) < 2:
         return rows * shape.dtype.bits / 8

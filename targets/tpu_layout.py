@@ -35,9 +35,9 @@ from . import Work, cost_model
 from ..attributes import Raw
 from ..dot_dims import dot_dims
 from ..ir import Computation, Instruction, Module
-from ..layout_free import minor_to_major, rewrite_bitcasts
+from ..layout_free import rewrite_bitcasts
 from ..ops import is_elementwise
-from ..shape import Layout, Shape, TupleShape
+from ..shape import Layout, Shape, TupleShape, default_layout
 from .tpu_tiles import storage_bytes, tile_text, tiling
 
 REDUCE_PREFERENCE_NS = 1e-3     # a tie-breaker, not a price: lane reductions when free
@@ -68,8 +68,8 @@ def assign_layouts(module: Module, model=None, large_tiles: bool = False) -> Mod
 
 # ---- layouts as minor-to-major tuples
 
-def default_order(rank: int) -> tuple[int, ...]:
-    return tuple(range(rank - 1, -1, -1))
+def _default(rank: int) -> tuple[int, ...]:
+    return default_layout(rank).minor_to_major
 
 
 def with_minor(order: tuple[int, ...], dim: int) -> tuple[int, ...]:
@@ -199,7 +199,7 @@ class _Graph:
         self.groups = defaultdict(list)
         for key in self.parent:
             self.groups[self.find(key)].append(key)
-        self.layout = {g: default_order(self.shape_of[keys[0]].rank)
+        self.layout = {g: _default(self.shape_of[keys[0]].rank)
                        for g, keys in self.groups.items()}
 
     # union-find over leaves
@@ -289,7 +289,7 @@ class _Graph:
         group, shape = self._consumer_group(edge), edge[0].shape
         if group is not None:
             return self.layout[group]
-        return None if shape.is_tuple else default_order(shape.rank)
+        return None if shape.is_tuple else _default(shape.rank)
 
     # the choice
     def candidates(self) -> dict:
@@ -422,12 +422,12 @@ def _lay_out_fused(fusion: Instruction, large_tiles: bool) -> None:
         if inst.opcode == "parameter":
             inst.shape = fusion.operands[inst.parameter_number].shape
         elif inst.shape.is_tuple:
-            inst.shape = _relaid(inst.shape, [default_order(s.rank) for s in inst.shape.leaves()],
+            inst.shape = _relaid(inst.shape, [_default(s.rank) for s in inst.shape.leaves()],
                                  large_tiles)
         elif inst.shape.dtype.is_array:
             inst.shape = tiled(inst.shape, _derived_order(inst, order_of), large_tiles)
         if not inst.shape.is_tuple:
-            order_of[id(inst)] = minor_to_major(inst.shape)
+            order_of[id(inst)] = inst.shape.minor_to_major
     outputs = body.root.operands if body.root.opcode == "tuple" else [body.root]
     for out, leaf in zip(outputs, _leaves(fusion.shape)):
         if out.opcode != "parameter" and not out.shape.is_tuple:
@@ -453,4 +453,4 @@ def _derived_order(inst: Instruction, order_of: dict) -> tuple[int, ...]:
         kept = [d for d in order_of[id(arrays[0])] if d not in removed]
         renumber = {d: i for i, d in enumerate(sorted(kept))}
         return tuple(renumber[d] for d in kept)
-    return default_order(rank)
+    return _default(rank)

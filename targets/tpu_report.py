@@ -18,7 +18,7 @@ from ..kernels import executed_computations, is_kernel
 from ..shape import AnyShape
 from . import Work, kernel_view
 from .tpu import TpuCostModel
-from .tpu_kernels import array_dims, logical_bytes, mxu_use, padded, physical_order
+from .tpu_kernels import array_dims, logical_bytes, mxu_use, padded
 from .tpu_tiles import tile_text, tiling
 
 
@@ -143,7 +143,7 @@ def _layout(shape: AnyShape) -> str:
     padded dims when tiles pad it: f32[8,129]{1,0:T(8,128)}->[8,256]."""
     if shape.is_tuple:
         return "(" + _layouts(list(shape.elements)) + ")"
-    dims, order = array_dims(shape), physical_order(shape)
+    dims, order = array_dims(shape), shape.minor_to_major
     tiles = tile_text(tiling(shape.element_type, dims, order))
     whole = padded(shape).dims
     return f"{shape.element_type}[{_ints(dims)}]{{{_ints(order)}{':' + tiles if tiles else ''}}}" \

@@ -64,6 +64,7 @@ from __future__ import annotations
 import math
 
 from ..dtypes import DTYPES, DType
+from ..shape import default_layout
 
 LANES = 128             # elements of a 32-bit vector register row
 SUBLANES = 8            # rows of a vector register
@@ -118,7 +119,7 @@ def _rows(second_minor: int, pack: int, large: bool) -> int:
 
 def _physical(dims: tuple[int, ...], minor_to_major: tuple[int, ...] | None) -> tuple[int, ...]:
     return tuple(minor_to_major) if minor_to_major is not None else \
-        tuple(range(len(dims) - 1, -1, -1))
+        default_layout(len(dims)).minor_to_major
 
 
 def padded_dims(element_type: ElementType, dims: tuple[int, ...],
