@@ -90,8 +90,8 @@ def test_random_programs_keep_their_values_and_read_back(program: Program):
 
 
 def _xla_parses(text: str) -> bool:
-    """Whether XLA takes the untiled program (it refuses a few the generator makes, such as a
-    scalar pad): the tiled one must be taken wherever the untiled one is."""
+    """Whether XLA takes the untiled program (it refuses a few the generator makes): the
+    tiled one must be taken wherever the untiled one is."""
     try:
         xla_oracle.parse(text)
     except xla_oracle.XlaError:
