@@ -31,10 +31,24 @@ from typing import Mapping, NamedTuple, Sequence
 from ..dot_dims import dot_dims
 from ..shape import AnyShape, Shape
 from .tpu_generations import F32_PASSES, TpuGeneration
-from .tpu_tiles import padded_dims, storage_bytes, tiling
+from .tpu_tiles import memory_image, padded_dims, storage_bytes, tiling
 from .work import flops
 
 CONTRACTIONS = frozenset({"dot", "convolution"})
+
+
+def moves_data(opcode: str, shape: AnyShape, operand_shapes: Sequence[AnyShape]) -> bool:
+    """A reshape whose operand and result do not hold their elements at the same offsets
+    under their tiled layouts (tpu_tiles.memory_image): free on a CPU, where a row-major
+    reshape only relabels, but a copy on TPU, e.g. f32[8,256]{1,0} to f32[8,2,128]{2,1,0}
+    (the result's tiles cover 2x128 rows, the operand's 8x128). A bitcast never moves data:
+    it is the same bytes by definition."""
+    if opcode != "reshape" or shape.is_tuple or operand_shapes[0].is_tuple \
+            or not shape.dtype.bits:
+        return False
+    src = operand_shapes[0]
+    return memory_image(src.element_type, array_dims(src), src.minor_to_major) != \
+        memory_image(shape.element_type, array_dims(shape), shape.minor_to_major)
 
 
 def array_dims(shape: Shape) -> tuple[int, ...]:

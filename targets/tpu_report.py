@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import asdict, dataclass
 
-from ..kernels import executed_computations, is_kernel
+from ..kernels import executed_computations
 from ..shape import AnyShape
 from . import Work, kernel_view
 from .tpu import TpuCostModel
@@ -102,7 +102,7 @@ def tpu_report(module, model: TpuCostModel) -> TpuReport:
     kernels = []
     for comp in executed_computations(module):
         for inst in comp.instructions:
-            if is_kernel(inst):
+            if model.runs_as_kernel(inst):
                 kernels.append(_kernel_stats(inst, model))
     return TpuReport(gen.name, gen.vmem_bytes, kernels)
 

@@ -276,3 +276,32 @@ def test_a_convolution_is_priced_as_its_gemm():
     use = mxu_use(generation("v5e"), c.opcode, c.shape, c.attrs, [o.shape for o in c.operands])
     assert use.passes == 5
     assert use.utilization(128) == pytest.approx(64 * 576 * 128 / (5 * 128 ** 3))
+
+
+def test_a_reshape_splitting_the_minor_dim_is_free_on_cpu_and_a_copy_on_tpu():
+    # f32[8,256] -> f32[8,2,128] relabels a row-major buffer on the CPU and GPU (a view,
+    # 1 ns of bookkeeping), but the TPU tiles the two differently (tpu_tiles.memory_image):
+    # a copy kernel, 500 ns + (8*256*4 read + 2*128*8*4 written = 16384 B) / 819 B/ns.
+    split = root("""HloModule m
+ENTRY e {
+  p = f32[8,256] parameter(0)
+  ROOT r = f32[8,2,128] reshape(p)
+}
+""")
+    operands = [o.shape for o in split.operands]
+    cpu, gpu, tpu = (cost_model(t).node_cost("reshape", split.shape, {}, operands)
+                     for t in ("cpu", "gpu", "tpu"))
+    assert cpu == gpu == 1.0
+    assert tpu == pytest.approx(500 + 16384 / 819)
+    assert TpuCostModel().runs_as_kernel(split)
+    # Merging major dims of whole tiles (f32[2,8,256] -> [16,256]) is free on TPU too.
+    merge = root("""HloModule m
+ENTRY e {
+  p = f32[2,8,256] parameter(0)
+  ROOT r = f32[16,256] reshape(p)
+}
+""")
+    assert cost_model("tpu").node_cost("reshape", merge.shape, {},
+                                       [merge.operands[0].shape]) == 1.0
+    assert not TpuCostModel().runs_as_kernel(merge)
+
