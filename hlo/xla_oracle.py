@@ -180,13 +180,17 @@ def _for_cpu(canonical: str) -> str:
     """Rewrite what XLA:CPU cannot take back as input into plain HLO of the same meaning.
 
     `canonical` is XLA's own print of the module, read with hlo_opt's parser (which takes
-    what XLA's does). `fusion(...), kind=k…, calls=c` becomes `call(...), to_apply=c`; a
-    `bitcast` becomes the layout-free ops it stands for (hlo/layout_free.py), except one
-    between element widths, which has none and is left to XLA as it is.
+    what XLA's does; XlaError if it does not). `fusion(...), kind=k…, calls=c` becomes
+    `call(...), to_apply=c`; a `bitcast` becomes the layout-free ops it stands for
+    (hlo/layout_free.py), except one between element widths, which has none and is left to
+    XLA as it is.
     """
-    from . import parse
+    from . import HloError, parse
     from .layout_free import has_layout_free_form, rewrite_bitcast
-    module = parse(canonical)
+    try:
+        module = parse(canonical)
+    except HloError as e:
+        raise XlaError(f"hlo_opt cannot read XLA's print of the module back: {e}") from None
     for comp in module.computations:
         for inst in list(comp.instructions):
             if inst.opcode == "fusion":

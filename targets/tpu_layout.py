@@ -39,6 +39,7 @@ from ..ir import Computation, Instruction, Module
 from ..layout_free import rewrite_bitcasts
 from ..ops import is_elementwise
 from ..shape import Layout, Shape, TupleShape, default_layout
+from .tpu_kernels import array_dims
 from .tpu_tiles import memory_image, storage_bytes, tile_text, tiling
 
 REDUCE_PREFERENCE_NS = 1e-3     # a tie-breaker, not a price: lane reductions when free
@@ -88,8 +89,8 @@ def same_memory(a: Shape, a_order: tuple[int, ...], b: Shape, b_order: tuple[int
     """Whether two arrays of one element count, in these orders, hold every element at the
     same offset: a reshape between them, or a change from one order to the other, is a
     bitcast (tpu_tiles.memory_image)."""
-    return memory_image(a.element_type, a.dims, a_order, large_tiles) == \
-        memory_image(b.element_type, b.dims, b_order, large_tiles)
+    return memory_image(a.element_type, array_dims(a), a_order, large_tiles) == \
+        memory_image(b.element_type, array_dims(b), b_order, large_tiles)
 
 
 def bitcast_order(src: Shape, order: tuple[int, ...], dst: Shape,
@@ -101,9 +102,8 @@ def bitcast_order(src: Shape, order: tuple[int, ...], dst: Shape,
     sizes = [d for d in range(dst.rank) if dst.dims[d] != 1]
     if [src.dims[d] for d in sorted(kept)] == [dst.dims[d] for d in sizes]:
         renumber = dict(zip(sorted(kept), sizes))
-        guess = degenerate_major(tuple(renumber[d] for d in kept)
-                                 + tuple(d for d in range(dst.rank) if dst.dims[d] == 1),
-                                 dst.dims)
+        guess = tuple(renumber[d] for d in kept) + \
+            tuple(d for d in range(dst.rank) if dst.dims[d] == 1)
         if same_memory(src, order, dst, guess, large_tiles):
             return guess
     if dst.rank <= MAX_SEARCHED_RANK:
