@@ -86,14 +86,20 @@ class CostModel(abc.ABC):
         (on the TPU: its blocks fit in VMEM). Fusion makes no kernel that does not."""
         return True
 
+    def runs_as_kernel(self, inst: Instruction) -> bool:
+        """Whether `inst` of an optimized module runs as a kernel of its own
+        (hlo_opt.kernels.is_kernel; the TPU adds the reshapes that move data)."""
+        from ..kernels import is_kernel
+        return is_kernel(inst)
+
     def module_cost(self, module) -> float:
-        """Estimated time of one run of a module: its kernels (see hlo_opt.kernels), each
+        """Estimated time of one run of a module: its kernels (runs_as_kernel), each
         priced as a kernel, a fusion by its fused computation. Loop bodies count once."""
-        from ..kernels import executed_computations, is_kernel
+        from ..kernels import executed_computations
         total = 0.0
         for comp in executed_computations(module):
             for inst in comp.instructions:
-                if is_kernel(inst):
+                if self.runs_as_kernel(inst):
                     total += self.kernel_cost(kernel_view(inst))
         return total
 

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 from typing import Mapping, NamedTuple, Sequence
 
+from ..ir import Instruction
+from ..kernels import is_kernel
 from ..shape import AnyShape
 from . import Work
 from .roofline import Machine, RooflineModel
 from .tpu_generations import DEFAULT_GENERATION, TpuGeneration, generation
-from .tpu_kernels import op_flops, stored_bytes, vmem_bytes
+from .tpu_kernels import moves_data, op_flops, stored_bytes, vmem_bytes
 
 # Not measured: a TPU kernel's fixed cost, the DMA setup and pipeline fill and drain of one
 # fusion inside the single program XLA runs per step (no host launch per kernel).
@@ -63,6 +65,16 @@ class TpuCostModel(RooflineModel):
 
     def shape_bytes(self, shape: AnyShape) -> float:
         return stored_bytes(shape)
+
+    def node_cost(self, opcode: str, shape: AnyShape, attrs: Mapping[str, object],
+                  operand_shapes: Sequence[AnyShape]) -> float:
+        """A reshape that moves data (tpu_kernels.moves_data) costs a copy."""
+        relayout = moves_data(opcode, shape, operand_shapes)
+        return super().node_cost("copy" if relayout else opcode, shape, attrs, operand_shapes)
+
+    def runs_as_kernel(self, inst: Instruction) -> bool:
+        return is_kernel(inst) or moves_data(inst.opcode, inst.shape,
+                                             [o.shape for o in inst.operands])
 
     def op_flops(self, opcode: str, shape: AnyShape, attrs: Mapping[str, object],
                  operand_shapes: Sequence[AnyShape]) -> tuple[float, float]:

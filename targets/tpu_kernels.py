@@ -12,7 +12,16 @@ element) takes ceil(M/size) * ceil(K/size) * ceil(N/size) passes of 2 * size^3 f
 MXU peak, and its utilization is M*K*N / (passes * size^3): K=100 on a 128 MXU leaves 28 of
 128 rows of every pass idle. An f32 dot takes 1, 3 or 6 bf16 passes by its precision
 (F32_PASSES). A convolution is the GEMM it lowers to: M = output elements per output
-feature, K = input features per group x window taps, N = output features per group.
+feature, K = input features per group x window taps, N = output features per group, one GEMM
+per group (feature_group_count groups of the features, or batch_group_count groups of the
+batch, each with its share of the output features).
+
+Depthwise convolutions. A group with a single input feature (feature_group_count == input
+features, a depthwise convolution) contracts only its window taps, K = 9 for 3x3; a group
+with a single output feature (batch_group_count == output features, a depthwise
+convolution's weight gradient) has N = 1. Either fills 1/128 of an MXU side or less, so the
+model runs them on the vector units, features along the lanes: each output element takes K
+multiply-adds, 2 flops each, over the padded output.
 
 VMEM. A kernel streams its arrays through VMEM in blocks, one block of each operand and
 result per step, double-buffered so that the next block's copy overlaps this one's compute.
@@ -31,17 +40,24 @@ from typing import Mapping, NamedTuple, Sequence
 from ..dot_dims import dot_dims
 from ..shape import AnyShape, Shape
 from .tpu_generations import F32_PASSES, TpuGeneration
-from .tpu_tiles import padded_dims, storage_bytes, tiling
+from .tpu_tiles import memory_image, padded_dims, storage_bytes, tiling
 from .work import flops
 
 CONTRACTIONS = frozenset({"dot", "convolution"})
 
 
-def physical_order(shape: Shape) -> tuple[int, ...]:
-    """The array's minor-to-major order: its layout's, or the default (descending)."""
-    if shape.layout is not None:
-        return tuple(shape.layout.minor_to_major)
-    return tuple(range(shape.rank - 1, -1, -1))
+def moves_data(opcode: str, shape: AnyShape, operand_shapes: Sequence[AnyShape]) -> bool:
+    """A reshape whose operand and result do not hold their elements at the same offsets
+    under their tiled layouts (tpu_tiles.memory_image): free on a CPU, where a row-major
+    reshape only relabels, but a copy on TPU, e.g. f32[8,256]{1,0} to f32[8,2,128]{2,1,0}
+    (the result's tiles cover 2x128 rows, the operand's 8x128). A bitcast never moves data:
+    it is the same bytes by definition."""
+    if opcode != "reshape" or shape.is_tuple or operand_shapes[0].is_tuple \
+            or not shape.dtype.bits:
+        return False
+    src = operand_shapes[0]
+    return memory_image(src.element_type, array_dims(src), src.minor_to_major) != \
+        memory_image(shape.element_type, array_dims(shape), shape.minor_to_major)
 
 
 def array_dims(shape: Shape) -> tuple[int, ...]:
@@ -55,7 +71,7 @@ def padded(shape: AnyShape) -> AnyShape:
     if not shape.dtype.bits:
         return shape
     return shape.with_dims(padded_dims(shape.element_type, array_dims(shape),
-                                       physical_order(shape)))
+                                       shape.minor_to_major))
 
 
 def stored_bytes(shape: AnyShape) -> float:
@@ -64,7 +80,7 @@ def stored_bytes(shape: AnyShape) -> float:
         return sum(stored_bytes(s) for s in shape.elements)
     if not shape.dtype.bits:
         return 0.0
-    return float(storage_bytes(shape.element_type, array_dims(shape), physical_order(shape)))
+    return float(storage_bytes(shape.element_type, array_dims(shape), shape.minor_to_major))
 
 
 def logical_bytes(shape: AnyShape) -> float:
@@ -83,7 +99,8 @@ class Mxu(NamedTuple):
 
 def gemm_dims(opcode: str, shape: Shape, attrs: Mapping[str, object],
               operand_shapes: Sequence[AnyShape]) -> tuple[int, int, int, int]:
-    """(batch, M, K, N) of a dot or of the GEMM a convolution lowers to."""
+    """(batch, M, K, N) of a dot or of the GEMMs a convolution lowers to (batch: its
+    groups)."""
     lhs, rhs = array_dims(operand_shapes[0]), array_dims(operand_shapes[1])
     if opcode == "dot":
         left, right = dot_dims(attrs, len(lhs), len(rhs))
@@ -91,18 +108,36 @@ def gemm_dims(opcode: str, shape: Shape, attrs: Mapping[str, object],
                 math.prod(lhs[d] for d in left.contracting),
                 math.prod(rhs[d] for d in right.free))
     labels, window = attrs.get("dim_labels"), attrs.get("window")
-    groups = attrs.get("feature_group_count", 1) or 1
+    feature_groups = attrs.get("feature_group_count", 1) or 1
+    batch_groups = attrs.get("batch_group_count", 1) or 1
     taps = math.prod(window.size) if window is not None else 1
     out_features = rhs[labels.rhs_output_feature] if labels is not None else 1
     in_features = lhs[labels.lhs_feature] if labels is not None else 1
     m = max(shape.num_elements, 0) // max(out_features, 1)
-    return groups, m, in_features // groups * taps, out_features // groups
+    groups = feature_groups * batch_groups          # HLO allows only one of them above 1
+    return groups, m, in_features // feature_groups * taps, out_features // groups
+
+
+def depthwise(opcode: str, attrs: Mapping[str, object],
+              operand_shapes: Sequence[AnyShape]) -> bool:
+    """A convolution whose groups have one input feature each, or one output feature each:
+    priced on the vector units, not the MXUs (module docstring)."""
+    labels = attrs.get("dim_labels")
+    if opcode != "convolution" or labels is None:
+        return False
+    lhs, rhs = array_dims(operand_shapes[0]), array_dims(operand_shapes[1])
+    groups = attrs.get("feature_group_count", 1) or 1
+    batch_groups = attrs.get("batch_group_count", 1) or 1
+    return (groups > 1 and groups == lhs[labels.lhs_feature]) or \
+        (batch_groups > 1 and batch_groups == rhs[labels.rhs_output_feature])
 
 
 def mxu_use(gen: TpuGeneration, opcode: str, shape: AnyShape, attrs: Mapping[str, object],
             operand_shapes: Sequence[AnyShape]) -> Mxu | None:
-    """The MXU passes of a dot or convolution; None for other instructions."""
-    if opcode not in CONTRACTIONS or shape.is_tuple or len(operand_shapes) < 2:
+    """The MXU passes of a dot or convolution; None for other instructions and for a
+    depthwise convolution."""
+    if opcode not in CONTRACTIONS or shape.is_tuple or len(operand_shapes) < 2 \
+            or depthwise(opcode, attrs, operand_shapes):
         return None
     batch, m, k, n = gemm_dims(opcode, shape, attrs, operand_shapes)
     s = gen.mxu_size
@@ -128,6 +163,9 @@ def op_flops(gen: TpuGeneration, opcode: str, shape: AnyShape, attrs: Mapping[st
     if mxu is not None:
         return 0.0, 2.0 * gen.mxu_size ** 3 * mxu.passes * mxu.precision \
             * weights.get(opcode, 1.0)
+    if depthwise(opcode, attrs, operand_shapes) and not shape.is_tuple:
+        _, _, k, _ = gemm_dims(opcode, shape, attrs, operand_shapes)
+        return 2.0 * k * math.prod(array_dims(padded(shape))), 0.0
     vector, _ = flops(opcode, padded(shape), attrs, [padded(s) for s in operand_shapes],
                       weights)
     return vector, 0.0
@@ -140,7 +178,7 @@ def block_bytes(shape: AnyShape) -> float:
         return sum(block_bytes(s) for s in shape.elements)
     if not shape.dtype.bits:
         return 0.0
-    dims, order = array_dims(shape), physical_order(shape)
+    dims, order = array_dims(shape), shape.minor_to_major
     rows = tiling(shape.element_type, dims, order)[0][0]
     if len(dims) < 2:
         return rows * shape.dtype.bits / 8
@@ -152,7 +190,8 @@ def vmem_bytes(gen: TpuGeneration, opcode: str, shape: AnyShape,
                attrs: Mapping[str, object], operand_shapes: Sequence[AnyShape]) -> float:
     """One member's blocks, single-buffered: its operands' and its result's (a dot's
     MXU-shaped ones)."""
-    if opcode in CONTRACTIONS and not shape.is_tuple and len(operand_shapes) >= 2:
+    if opcode in CONTRACTIONS and not shape.is_tuple and len(operand_shapes) >= 2 \
+            and not depthwise(opcode, attrs, operand_shapes):
         s = gen.mxu_size
         lhs, rhs = operand_shapes[0], operand_shapes[1]
         return s * s * (lhs.dtype.bits + rhs.dtype.bits) / 8 + s * s * 4.0

@@ -28,6 +28,7 @@ change it is rewritten to the layout-free ops it stands for (hlo/layout_free.py)
 """
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -35,12 +36,14 @@ from . import Work, cost_model
 from ..attributes import Raw
 from ..dot_dims import dot_dims
 from ..ir import Computation, Instruction, Module
-from ..layout_free import minor_to_major, rewrite_bitcasts
+from ..layout_free import rewrite_bitcasts
 from ..ops import is_elementwise
-from ..shape import Layout, Shape, TupleShape
-from .tpu_tiles import storage_bytes, tile_text, tiling
+from ..shape import Layout, Shape, TupleShape, default_layout
+from .tpu_kernels import array_dims
+from .tpu_tiles import memory_image, storage_bytes, tile_text, tiling
 
 REDUCE_PREFERENCE_NS = 1e-3     # a tie-breaker, not a price: lane reductions when free
+MAX_SEARCHED_RANK = 4           # bitcast_order tries every order up to this rank (24)
 
 
 def assign_layouts(module: Module, model=None, large_tiles: bool = False) -> Module:
@@ -68,8 +71,46 @@ def assign_layouts(module: Module, model=None, large_tiles: bool = False) -> Mod
 
 # ---- layouts as minor-to-major tuples
 
-def default_order(rank: int) -> tuple[int, ...]:
-    return tuple(range(rank - 1, -1, -1))
+def _default(dims: tuple[int, ...]) -> tuple[int, ...]:
+    """The descending order with the size-1 dims moved most major (XLA's TPU layouts do
+    this: `s8[32,2048,1]{1,0,2:T(8,128)(4,1)}`): a size-1 dim in a tiled position would pad
+    to a whole tile row (f32[2,32,1]{2,1,0} stores 2x32x128 elements) and moves nothing
+    anywhere else."""
+    return degenerate_major(default_layout(len(dims)).minor_to_major, dims)
+
+
+def degenerate_major(order: tuple[int, ...], dims: tuple[int, ...]) -> tuple[int, ...]:
+    """`order` with its size-1 dims moved to the major end, the others kept in order."""
+    return tuple(d for d in order if dims[d] != 1) + tuple(d for d in order if dims[d] == 1)
+
+
+def same_memory(a: Shape, a_order: tuple[int, ...], b: Shape, b_order: tuple[int, ...],
+                large_tiles: bool) -> bool:
+    """Whether two arrays of one element count, in these orders, hold every element at the
+    same offset: a reshape between them, or a change from one order to the other, is a
+    bitcast (tpu_tiles.memory_image)."""
+    return memory_image(a.element_type, array_dims(a), a_order, large_tiles) == \
+        memory_image(b.element_type, array_dims(b), b_order, large_tiles)
+
+
+def bitcast_order(src: Shape, order: tuple[int, ...], dst: Shape,
+                  large_tiles: bool) -> tuple[int, ...] | None:
+    """An order for `dst` that makes a reshape from `src` in `order` a bitcast, None if
+    none is found. Tried: the same order over the dims that are not 1 (a reshape that only
+    adds or drops size-1 dims), then every order of a `dst` of rank <= 4."""
+    kept = [d for d in order if src.dims[d] != 1]
+    sizes = [d for d in range(dst.rank) if dst.dims[d] != 1]
+    if [src.dims[d] for d in sorted(kept)] == [dst.dims[d] for d in sizes]:
+        renumber = dict(zip(sorted(kept), sizes))
+        guess = tuple(renumber[d] for d in kept) + \
+            tuple(d for d in range(dst.rank) if dst.dims[d] == 1)
+        if same_memory(src, order, dst, guess, large_tiles):
+            return guess
+    if dst.rank <= MAX_SEARCHED_RANK:
+        for option in itertools.permutations(range(dst.rank - 1, -1, -1)):
+            if same_memory(src, order, dst, option, large_tiles):
+                return option
+    return None
 
 
 def with_minor(order: tuple[int, ...], dim: int) -> tuple[int, ...]:
@@ -113,8 +154,9 @@ def _relaid(shape, orders: list[tuple[int, ...]], large_tiles: bool):
 @dataclass(frozen=True)
 class _Need:
     """How a consumer wants operand `index` laid out: `same` (the consumer's own layout),
-    `minor` (one of these dims minor), `permuted` (a transpose: free when permuted), or
-    `prefer` (a reduce: a soft wish for one of these dims minor)."""
+    `minor` (one of these dims minor), `permuted` (a transpose: free when permuted),
+    `reshape` (free when both hold the elements at the same offsets), or `prefer` (a
+    reduce: a soft wish for one of these dims minor)."""
     kind: str
     dims: tuple[int, ...] = ()
 
@@ -131,6 +173,8 @@ def _needs(inst: Instruction) -> dict[int, _Need]:
         return {0: _Need("permuted", tuple(inst.attrs["dimensions"]))}
     if op == "copy":
         return {0: _Need("permuted", tuple(range(inst.shape.rank)))}
+    if op == "reshape":
+        return {0: _Need("reshape")}
     if op == "reduce" and inst.attrs["dimensions"]:
         n = len(inst.operands) // 2
         return {i: _Need("prefer", tuple(inst.attrs["dimensions"])) for i in range(n)}
@@ -194,12 +238,13 @@ class _Graph:
                 for i, o in enumerate(inst.operands):
                     for k in range(len(_leaves(o.shape))):
                         self.uses[(id(o), k)] += 1
-                    if i in needs and not o.shape.is_tuple and o.shape.rank >= 2:
+                    if i in needs and not o.shape.is_tuple and \
+                            (o.shape.rank >= 2 or needs[i].kind == "reshape"):
                         self.edges.append((inst, i, (id(o), 0), needs[i]))
         self.groups = defaultdict(list)
         for key in self.parent:
             self.groups[self.find(key)].append(key)
-        self.layout = {g: default_order(self.shape_of[keys[0]].rank)
+        self.layout = {g: _default(self.shape_of[keys[0]].dims)
                        for g, keys in self.groups.items()}
 
     # union-find over leaves
@@ -269,14 +314,37 @@ class _Graph:
     def edge_ns(self, edge, prod, cons) -> float:
         consumer, _, key, need = edge
         if need.kind == "same":
-            return 0.0 if prod == cons else self.copy_ns(key, prod, cons)
+            return 0.0 if self.free(edge, prod, cons) else self.copy_ns(key, prod, cons)
         if need.kind == "minor":
             return 0.0 if prod[0] in need.dims else \
                 self.copy_ns(key, prod, with_minor(prod, need.dims[-1]))
-        if need.kind == "permuted":
-            free = through_transpose(prod, need.dims) == cons
+        if need.kind in ("permuted", "reshape"):
+            free = self.free(edge, prod, cons)
             return 0.0 if free else self.relayout_ns(key, prod, (id(consumer), 0), cons)
         return 0.0 if prod[0] in need.dims else REDUCE_PREFERENCE_NS
+
+    def free(self, edge, prod, cons) -> bool:
+        """Whether a `same`, `permuted` or `reshape` edge moves no data with its producer in
+        `prod` and its consumer in `cons` (orders that differ only in where size-1 dims sit
+        often hold the same bytes)."""
+        consumer, _, key, need = edge
+        src = self.shape_of[key]
+        if need.kind == "permuted":
+            src, prod = consumer.shape, through_transpose(prod, need.dims)
+        dst = consumer.shape if need.kind != "same" else src
+        return same_memory(src, prod, dst, cons, self.large)
+
+    def carried(self, edge, order, forward: bool):
+        """The order across a `same`, `permuted` or `reshape` edge that makes it free, from
+        the producer's `order` (forward) or the consumer's; None if there is none."""
+        consumer, _, key, need = edge
+        if need.kind == "same":
+            return order
+        if need.kind == "permuted":
+            return (through_transpose if forward else back_through_transpose)(order, need.dims)
+        src, dst = self.shape_of[key], consumer.shape
+        return bitcast_order(src, order, dst, self.large) if forward else \
+            bitcast_order(dst, order, src, self.large)
 
     def _consumer_group(self, edge):
         consumer = edge[0]
@@ -289,7 +357,7 @@ class _Graph:
         group, shape = self._consumer_group(edge), edge[0].shape
         if group is not None:
             return self.layout[group]
-        return None if shape.is_tuple else default_order(shape.rank)
+        return None if shape.is_tuple else _default(shape.dims)
 
     # the choice
     def candidates(self) -> dict:
@@ -298,23 +366,23 @@ class _Graph:
             g, need = self.find(edge[2]), edge[3]
             if need.kind in ("minor", "prefer"):
                 option = with_minor(self.layout[g], need.dims[-1])
-                if option not in cands[g]:
-                    cands[g].append(option)
-        for _ in range(4):                  # spread along same-layout and transpose edges
+                dims = self.shape_of[edge[2]].dims
+                for o in (option, degenerate_major(option, dims)):
+                    if o not in cands[g]:
+                        cands[g].append(o)
+        for _ in range(4):          # spread along same-layout, transpose and reshape edges
             changed = False
             for edge in self.edges:
                 c = self._consumer_group(edge)
-                if c is None or edge[3].kind not in ("same", "permuted"):
+                if c is None or edge[3].kind not in ("same", "permuted", "reshape"):
                     continue
-                p, need = self.find(edge[2]), edge[3]
-                forward = (lambda o: o) if need.kind == "same" else \
-                    (lambda o, d=need.dims: through_transpose(o, d))
-                backward = (lambda o: o) if need.kind == "same" else \
-                    (lambda o, d=need.dims: back_through_transpose(o, d))
-                for src, dst, f in ((p, c, forward), (c, p, backward)):
+                p = self.find(edge[2])
+                for src, dst, forward in ((p, c, True), (c, p, False)):
                     for o in list(cands[src]):
-                        if f(o) not in cands[dst] and len(cands[dst]) < 8:
-                            cands[dst].append(f(o))
+                        carried = self.carried(edge, o, forward)
+                        if carried is not None and carried not in cands[dst] \
+                                and len(cands[dst]) < 8:
+                            cands[dst].append(carried)
                             changed = True
             if not changed:
                 break
@@ -385,6 +453,8 @@ class _Graph:
             prod = self.layout[self.find(key)]
             if need.kind == "same":
                 target = self.consumer_layout(edge)
+                if self.free(edge, prod, target):
+                    continue
             elif need.kind == "minor" and prod[0] not in need.dims:
                 target = with_minor(prod, need.dims[-1])
             else:
@@ -422,12 +492,12 @@ def _lay_out_fused(fusion: Instruction, large_tiles: bool) -> None:
         if inst.opcode == "parameter":
             inst.shape = fusion.operands[inst.parameter_number].shape
         elif inst.shape.is_tuple:
-            inst.shape = _relaid(inst.shape, [default_order(s.rank) for s in inst.shape.leaves()],
+            inst.shape = _relaid(inst.shape, [_default(s.dims) for s in inst.shape.leaves()],
                                  large_tiles)
         elif inst.shape.dtype.is_array:
-            inst.shape = tiled(inst.shape, _derived_order(inst, order_of), large_tiles)
+            inst.shape = tiled(inst.shape, _derived_order(inst, order_of, large_tiles), large_tiles)
         if not inst.shape.is_tuple:
-            order_of[id(inst)] = minor_to_major(inst.shape)
+            order_of[id(inst)] = inst.shape.minor_to_major
     outputs = body.root.operands if body.root.opcode == "tuple" else [body.root]
     for out, leaf in zip(outputs, _leaves(fusion.shape)):
         if out.opcode != "parameter" and not out.shape.is_tuple:
@@ -439,8 +509,7 @@ def _lay_out_fused(fusion: Instruction, large_tiles: bool) -> None:
             _lay_out_fused(inst, large_tiles)
 
 
-def _derived_order(inst: Instruction, order_of: dict) -> tuple[int, ...]:
-    rank = inst.shape.rank
+def _derived_order(inst: Instruction, order_of: dict, large_tiles: bool) -> tuple[int, ...]:
     arrays = [o for o in inst.operands if not o.shape.is_tuple and id(o) in order_of]
     if is_elementwise(inst.opcode) or inst.opcode == "copy":
         for o in arrays:
@@ -453,4 +522,8 @@ def _derived_order(inst: Instruction, order_of: dict) -> tuple[int, ...]:
         kept = [d for d in order_of[id(arrays[0])] if d not in removed]
         renumber = {d: i for i, d in enumerate(sorted(kept))}
         return tuple(renumber[d] for d in kept)
-    return default_order(rank)
+    if inst.opcode == "reshape" and arrays:
+        order = bitcast_order(arrays[0].shape, order_of[id(arrays[0])], inst.shape, large_tiles)
+        if order is not None:
+            return order
+    return _default(inst.shape.dims)

@@ -14,11 +14,11 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import asdict, dataclass
 
-from ..kernels import executed_computations, is_kernel
+from ..kernels import executed_computations
 from ..shape import AnyShape
 from . import Work, kernel_view
 from .tpu import TpuCostModel
-from .tpu_kernels import array_dims, logical_bytes, mxu_use, padded, physical_order
+from .tpu_kernels import array_dims, logical_bytes, mxu_use, padded
 from .tpu_tiles import tile_text, tiling
 
 
@@ -102,7 +102,7 @@ def tpu_report(module, model: TpuCostModel) -> TpuReport:
     kernels = []
     for comp in executed_computations(module):
         for inst in comp.instructions:
-            if is_kernel(inst):
+            if model.runs_as_kernel(inst):
                 kernels.append(_kernel_stats(inst, model))
     return TpuReport(gen.name, gen.vmem_bytes, kernels)
 
@@ -143,7 +143,7 @@ def _layout(shape: AnyShape) -> str:
     padded dims when tiles pad it: f32[8,129]{1,0:T(8,128)}->[8,256]."""
     if shape.is_tuple:
         return "(" + _layouts(list(shape.elements)) + ")"
-    dims, order = array_dims(shape), physical_order(shape)
+    dims, order = array_dims(shape), shape.minor_to_major
     tiles = tile_text(tiling(shape.element_type, dims, order))
     whole = padded(shape).dims
     return f"{shape.element_type}[{_ints(dims)}]{{{_ints(order)}{':' + tiles if tiles else ''}}}" \

@@ -64,6 +64,7 @@ from __future__ import annotations
 import math
 
 from ..dtypes import DTYPES, DType
+from ..shape import default_layout
 
 LANES = 128             # elements of a 32-bit vector register row
 SUBLANES = 8            # rows of a vector register
@@ -118,7 +119,7 @@ def _rows(second_minor: int, pack: int, large: bool) -> int:
 
 def _physical(dims: tuple[int, ...], minor_to_major: tuple[int, ...] | None) -> tuple[int, ...]:
     return tuple(minor_to_major) if minor_to_major is not None else \
-        tuple(range(len(dims) - 1, -1, -1))
+        default_layout(len(dims)).minor_to_major
 
 
 def padded_dims(element_type: ElementType, dims: tuple[int, ...],
@@ -155,6 +156,45 @@ def padding_waste(element_type: ElementType, dims: tuple[int, ...],
         return 0.0
     logical = math.ceil(math.prod(dims) * _bits(element_type) / 8)
     return 1.0 - logical / stored
+
+
+Factor = tuple[int, int, tuple | None]     # (stride in the row-major index, extent, padding)
+
+
+def memory_image(element_type: ElementType, dims: tuple[int, ...],
+                 minor_to_major: tuple[int, ...] | None = None, large: bool = False
+                 ) -> tuple[Factor, ...]:
+    """Where the array's elements lie in memory, in a form two arrays can be compared by: its
+    dims tiled as XLA tiles them (each tile splits the minor dims it covers into tile
+    counts, placed before the dims, and the tile's own dims, placed after), listed major to
+    minor as (stride of the row-major element index, extent, padding) factors, with factors
+    of extent 1 dropped and contiguous ones merged. A dimension a tile does not divide
+    carries a padding mark. Two arrays of equal images hold every element (by row-major
+    index) at the same offset: a reshape or bitcast between them moves nothing."""
+    if math.prod(dims) == 0:
+        return ()
+    order = _physical(dims, minor_to_major)
+    stride = {d: math.prod(dims[d + 1:]) for d in range(len(dims))}
+    factors: list[Factor] = [(stride[d], dims[d], None) for d in reversed(order)] or [(1, 1, None)]
+    for tile in tiling(element_type, tuple(dims), order, large):
+        factors = [(0, 1, None)] * (len(tile) - len(factors)) + factors
+        head, covered = factors[:len(factors) - len(tile)], factors[len(factors) - len(tile):]
+        outer, inner = [], []
+        for (step, extent, pad), size in zip(covered, tile):
+            if extent % size:
+                pad = (step, extent, size)
+            outer.append((step * size, -(-extent // size), pad))
+            inner.append((step, size, pad))
+        factors = head + outer + inner
+    image: list[Factor] = []
+    for step, extent, pad in factors:
+        if extent == 1:
+            continue
+        if image and pad is None and image[-1][2] is None and image[-1][0] == step * extent:
+            image[-1] = (step, image[-1][1] * extent, None)
+        else:
+            image.append((step, extent, pad))
+    return tuple(image)
 
 
 def tile_text(tiles: Tiles) -> str:

@@ -276,3 +276,88 @@ def test_a_convolution_is_priced_as_its_gemm():
     use = mxu_use(generation("v5e"), c.opcode, c.shape, c.attrs, [o.shape for o in c.operands])
     assert use.passes == 5
     assert use.utilization(128) == pytest.approx(64 * 576 * 128 / (5 * 128 ** 3))
+
+
+def test_a_reshape_splitting_the_minor_dim_is_free_on_cpu_and_a_copy_on_tpu():
+    # f32[8,256] -> f32[8,2,128] relabels a row-major buffer on the CPU and GPU (a view,
+    # 1 ns of bookkeeping), but the TPU tiles the two differently (tpu_tiles.memory_image):
+    # a copy kernel, 500 ns + (8*256*4 read + 2*128*8*4 written = 16384 B) / 819 B/ns.
+    split = root("""HloModule m
+ENTRY e {
+  p = f32[8,256] parameter(0)
+  ROOT r = f32[8,2,128] reshape(p)
+}
+""")
+    operands = [o.shape for o in split.operands]
+    cpu, gpu, tpu = (cost_model(t).node_cost("reshape", split.shape, {}, operands)
+                     for t in ("cpu", "gpu", "tpu"))
+    assert cpu == gpu == 1.0
+    assert tpu == pytest.approx(500 + 16384 / 819)
+    assert TpuCostModel().runs_as_kernel(split)
+    # Merging major dims of whole tiles (f32[2,8,256] -> [16,256]) is free on TPU too.
+    merge = root("""HloModule m
+ENTRY e {
+  p = f32[2,8,256] parameter(0)
+  ROOT r = f32[16,256] reshape(p)
+}
+""")
+    assert cost_model("tpu").node_cost("reshape", merge.shape, {},
+                                       [merge.operands[0].shape]) == 1.0
+    assert not TpuCostModel().runs_as_kernel(merge)
+
+
+def conv(lhs: str, rhs: str, out: str, attrs: str):
+    return root(f"""HloModule conv
+ENTRY main {{
+  x = {lhs} parameter(0)
+  w = {rhs} parameter(1)
+  ROOT c = {out} convolution(x, w), {attrs}
+}}
+""")
+
+
+def conv_flops(c, gen: str = "v5e"):
+    return TpuCostModel(gen).op_flops(c.opcode, c.shape, c.attrs, [o.shape for o in c.operands])
+
+
+def test_a_depthwise_convolution_runs_on_the_vector_units():
+    # 128 groups of one input feature: each output element is 9 taps of multiply-adds,
+    # no MXU. Output f32[1,8,8,128] pads to nothing (8 rows, 128 lanes): 8192 elements,
+    # 2 * 9 * 8192 = 147456 vector flops; at v5e's 128 lanes x 8 sublanes x 2 ALUs x
+    # 1.503 GHz (197 TFLOP/s / (2 x 4 MXUs x 128^2)) = 3078 flops/ns that is 47.9 ns. As
+    # 128 one-feature GEMMs it was 128 MXU passes at 64*9*1 / 128^3 = 0.03% each.
+    c = conv("f32[1,8,8,128]", "f32[3,3,1,128]", "f32[1,8,8,128]",
+             "window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f, "
+             "feature_group_count=128")
+    assert mxu_use(generation("v5e"), c.opcode, c.shape, c.attrs,
+                   [o.shape for o in c.operands]) is None
+    assert conv_flops(c) == (2 * 9 * 8192, 0.0)
+    assert 2 * 9 * 8192 / generation("v5e").vector_flops_per_ns == pytest.approx(47.9, abs=0.05)
+
+
+def test_a_depthwise_weight_gradient_runs_on_the_vector_units():
+    # batch_group_count = 128 = output features: group g contracts the 2 images x 8x8
+    # window positions of channel g into the 3x3 taps of output feature g, N = 1 each.
+    # K = 2 * 64 = 128 multiply-adds per output element; output f32[3,3,1,128]{3,2,1,0}
+    # tiles (1,128) (second-minor 1): 3*3*1*128 = 1152 elements, 2 * 128 * 1152 flops.
+    c = conv("f32[2,8,8,128]", "f32[2,8,8,128]", "f32[3,3,1,128]",
+             "window={size=8x8 pad=1_1x1_1}, dim_labels=f01b_i01o->01bf, "
+             "batch_group_count=128")
+    assert conv_flops(c) == (2 * 128 * 1152, 0.0)
+
+
+def test_grouped_convolutions_are_one_gemm_per_group():
+    # feature_group_count = 2 over 256 features: 2 GEMMs of M = 64 pixels, K = 128 * 9,
+    # N = 64: 2 * 1 * 9 * 1 = 18 passes on v5e.
+    c = conv("bf16[1,8,8,256]", "bf16[3,3,128,128]", "bf16[1,8,8,128]",
+             "window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f, "
+             "feature_group_count=2")
+    use = mxu_use(generation("v5e"), c.opcode, c.shape, c.attrs, [o.shape for o in c.operands])
+    assert use.passes == 18 and use.macs == 2 * 64 * 128 * 9 * 64
+    # batch_group_count = 2 splits the batch: 2 GEMMs of M = 1 * 8*8 (the output's batch),
+    # K = 64 * 9, N = 128 / 2 = 64: 2 * 1 * 5 * 1 = 10 passes.
+    b = conv("bf16[2,8,8,64]", "bf16[3,3,64,128]", "bf16[1,8,8,128]",
+             "window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f, "
+             "batch_group_count=2")
+    use = mxu_use(generation("v5e"), b.opcode, b.shape, b.attrs, [o.shape for o in b.operands])
+    assert use.passes == 10 and use.macs == 2 * 64 * 576 * 64

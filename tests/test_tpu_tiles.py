@@ -3,8 +3,8 @@ derived by hand in the comment beside it (targets/tpu_tiles.py states the rules 
 import pytest
 
 from hlo_opt.dtypes import DTYPES
-from hlo_opt.targets.tpu_tiles import (padded_dims, padding_waste, storage_bytes, tile_text,
-                                       tiling)
+from hlo_opt.targets.tpu_tiles import (memory_image, padded_dims, padding_waste, storage_bytes,
+                                       tile_text, tiling)
 
 
 def test_f32_3x129():
@@ -117,3 +117,28 @@ def test_element_type_by_name_or_dtype():
     assert storage_bytes(DTYPES["bf16"], (17, 200)) == storage_bytes("bf16", (17, 200))
     # s4[3,200]: 8 rows x 256 lanes of half-bytes = 1024 B.
     assert storage_bytes("s4", (3, 200)) == 1024
+
+
+@pytest.mark.parametrize("a, b, same", [
+    # Splitting the minor dim: f32[8,256]{1,0} is two (8,128) tiles, row r of tile j at
+    # 1024j + 128r; f32[8,2,128]{2,1,0} tiles its [2,128] minor dims by (2,128), so element
+    # (r,j,c) lies at 256r + 128j + c: another order of the same elements, a copy.
+    (("f32", (8, 256), (1, 0)), ("f32", (8, 2, 128), (2, 1, 0)), False),
+    # ... unless the split-off dim is major: {2,0,1} tiles [8,128] by (8,128) and puts j
+    # outermost, at 1024j + 128r + c: the same offsets, a bitcast.
+    (("f32", (8, 256), (1, 0)), ("f32", (8, 2, 128), (2, 0, 1)), True),
+    # Merging a major dim into a second-minor dim of whole tiles: f32[4,8,256] holds
+    # (a,r,c) at 2048a + ...; f32[32,256] row 8a + r lies in tile row a: the same.
+    (("f32", (4, 8, 256), (2, 1, 0)), ("f32", (32, 256), (1, 0)), True),
+    # ... but not one of 6 rows, which pads to 8 (4x8 rows stored, not 24).
+    (("f32", (4, 6, 256), (2, 1, 0)), ("f32", (24, 256), (1, 0)), False),
+    # A size-1 dim added most major moves nothing: f32[2,32]{1,0:T(2,128)} and
+    # f32[2,32,1]{1,0,2:T(2,128)} are one 2x128 tile; minor, it pads each of the 64
+    # elements to a 128-lane row.
+    (("f32", (2, 32), (1, 0)), ("f32", (2, 32, 1), (1, 0, 2)), True),
+    (("f32", (2, 32), (1, 0)), ("f32", (2, 32, 1), (2, 1, 0)), False),
+    # A scalar and a one-element vector are one T(128) tile each.
+    (("f32", (), ()), ("f32", (1,), (0,)), True),
+])
+def test_memory_image_tells_bitcasts_from_copies(a, b, same):
+    assert (memory_image(*a) == memory_image(*b)) is same
