@@ -49,6 +49,8 @@ class RowPass:
     block: int
     per_row: list[int]
     windows: dict[int, tuple[int, int]]
+
+
 def plan(steps, plans, kinds, temps, inputs) -> RowPass | None:
     """The row pass of a kernel's steps (emit_kernel.plan_steps), or None if they cannot
     run as one. `plans`: each step's (extent, work, scratch); `kinds[k]`: "loop" or
@@ -82,6 +84,8 @@ def _candidates(phases_) -> set[int]:
 
 
 def _blocks(rows: int, per_row: list[int], temps, arrays) -> RowPass | None:
+    """The blocks of rows that fit BLOCK_BYTES of `arrays` (what the steps read and store),
+    and the windows of the temporaries; None if a row or the windows are too large."""
     row_bytes = sum(array_bytes(a.shape) // rows for a in {id(a): a for a in arrays}.values()
                     if not a.shape.is_tuple and a.shape.num_elements % rows == 0)
     if row_bytes > MAX_ROW_BYTES:
