@@ -34,9 +34,8 @@ BLOCK_BYTES = 32 * 1024
 # A kernel of fewer rows would give each thread few, large blocks: it runs step by step.
 MIN_ROWS = 16
 # Rows larger than this fit no cache: a row pass would read them from memory each step.
+# It also bounds the stack the windows take (a block is one row, or BLOCK_BYTES of rows).
 MAX_ROW_BYTES = 256 * 1024
-# The windows are on the stack of the thread running the kernel.
-MAX_WINDOW_BYTES = 512 * 1024
 
 
 @dataclass
@@ -85,7 +84,7 @@ def _candidates(phases_) -> set[int]:
 
 def _blocks(rows: int, per_row: list[int], temps, arrays) -> RowPass | None:
     """The blocks of rows that fit BLOCK_BYTES of `arrays` (what the steps read and store),
-    and the windows of the temporaries; None if a row or the windows are too large."""
+    and the windows of the temporaries; None if a row is too large."""
     row_bytes = sum(array_bytes(a.shape) // rows for a in {id(a): a for a in arrays}.values()
                     if not a.shape.is_tuple and a.shape.num_elements % rows == 0)
     if row_bytes > MAX_ROW_BYTES:
@@ -93,8 +92,6 @@ def _blocks(rows: int, per_row: list[int], temps, arrays) -> RowPass | None:
     block = max(1, min(rows, BLOCK_BYTES // max(row_bytes, 1)))
     windows = {id(t): (-(-array_bytes(t.shape) * block // rows), t.shape.num_elements // rows)
                for t in temps}
-    if sum(w[0] for w in windows.values()) > MAX_WINDOW_BYTES:
-        return None
     return RowPass(rows, block, per_row, windows)
 
 

@@ -10,6 +10,7 @@ import pytest
 
 import hlo_opt
 from conftest import CORPUS
+from hlo_opt.lowering.emit_kernel import kernel_row_pass
 from hlo_opt.targets import cpu_facts
 from hlo_opt.tools.hlo_run import random_inputs
 from lowering_helpers import random_args, run_both
@@ -791,7 +792,6 @@ def row_chain(name: str, t: str, r: int, c: int) -> str:
 
 def the_kernel(text: str):
     """The one kernel a module compiles to, and how it runs row by row (None if not)."""
-    from hlo_opt.lowering.emit_kernel import kernel_row_pass
     exe = hlo_opt.compile(text)
     assert exe.stats["kernel_calls"] == 1, exe.stats
     [kernel] = exe.kernels.values()
@@ -818,6 +818,21 @@ def test_a_row_local_chain_is_one_kernel_reading_each_row_once(name, t, r, c, th
     for nbytes, per_row in rows.windows.values():
         assert per_row in (1, c) and nbytes <= rows.block * per_row * 4
     check_against_interpreter(text, f"{name} {t}[{r},{c}]")
+
+
+def test_rows_too_long_for_the_cache_run_step_by_step():
+    """Rows of 96 KiB (the input, the output and the stored exponentials: about 300 KiB a
+    row) would fall out of the cache between steps: the kernel runs its steps one after
+    the other instead, each over every row."""
+    from hlo_opt.fusion.stage import fuse
+    from hlo_opt.lowering import row_pass
+    text = row_chain("softmax", "f32", 16, 24576)
+    [fusion] = [i for i in fuse(hlo_opt.parse(text)).entry.instructions
+                if i.opcode == "fusion"]
+    assert 3 * 24576 * 4 > row_pass.MAX_ROW_BYTES
+    assert kernel_row_pass(fusion.attrs["calls"]) is None
+    assert hlo_opt.compile(text).stats["kernel_calls"] > 1     # each step threaded alone
+    check_against_interpreter(text, "softmax of long rows")
 
 
 def test_a_reduction_over_a_middle_dimension_runs_row_by_row():
