@@ -316,14 +316,14 @@ def test_outputs_that_are_parameters_constants_or_repeated():
 
 
 def test_buffers_are_reused_along_a_chain():
-    """Ten kernels in a row (a reduce and the loop broadcasting its result cannot share one),
-    each writing 64 KiB: live ranges overlap pairwise only, so the arena holds a few
-    buffers, not ten."""
+    """Ten kernels in a row (a reduction down the columns and the loop broadcasting its
+    result cannot share one: every row of the loop needs all of it), each writing 64 KiB:
+    live ranges overlap pairwise only, so the arena holds a few buffers, not ten."""
     lines = ["x = f32[128,128] parameter(0)", "z = f32[] constant(0)"]
     prev = "x"
     for i in range(10):
-        lines.append(f"s{i} = f32[128] reduce({prev}, z), dimensions={{1}}, to_apply=add")
-        lines.append(f"b{i} = f32[128,128] broadcast(s{i}), dimensions={{0}}")
+        lines.append(f"s{i} = f32[128] reduce({prev}, z), dimensions={{0}}, to_apply=add")
+        lines.append(f"b{i} = f32[128,128] broadcast(s{i}), dimensions={{1}}")
         lines.append(f"n{i} = f32[128,128] add({prev}, b{i})")
         prev = f"n{i}"
     lines.append(f"ROOT r = f32[128,128] negate({prev})")
