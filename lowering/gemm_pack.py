@@ -8,7 +8,8 @@ kernel's input buffers and its free dimensions, like its contracting ones, colla
 evenly strided dimension each, every panel row is a strided run (`Strided`): packing loads
 vectors along the panel's width where they are contiguous (or gathers them), and where K is
 contiguous instead loads lanes x lanes blocks along K and transposes them in registers
-(vector_ops.transpose). Masked loads give the zero padding of partial panels.
+(vector_ops.transpose). Masked loads give the zero padding of partial panels. A reshape
+of an input buffer (a scan's slice squeezed) reads that buffer.
 """
 from __future__ import annotations
 
@@ -67,7 +68,7 @@ def strided_packer(layout: Strided | None, acc: ElemType):
     count, p0, kcur, dst, width), or None where packing goes element by element (the
     operand is computed in the kernel, or stored in a type that is not widened to `acc`)."""
     def packer(gen):
-        source = gen.sources.get(id(layout.operand)) if layout else None
+        source = _stored(gen, layout.operand) if layout else None
         if source is None or source.et.name not in ("f32", "f64", "bf16", "f16") or \
                 source.et.compute != acc.compute:
             return None
@@ -76,6 +77,14 @@ def strided_packer(layout: Strided | None, acc: ElemType):
             _pack(gen.b, source, layout, acc, bi, start, count, p0, kcur, dst, width)
         return pack
     return packer
+
+
+def _stored(gen, operand):
+    """The buffer holding `operand` in row-major order: its own, or that of the array it
+    reshapes (the same elements in the same order)."""
+    while id(operand) not in gen.sources and operand.opcode == "reshape":
+        operand = operand.operands[0]
+    return gen.sources.get(id(operand))
 
 
 def _pack(b, source, layout: Strided, acc: ElemType, bi, start, count, p0, kcur, dst,

@@ -111,6 +111,18 @@ def test_batched_dot_with_merged_free_dims_and_transposed_operands():
           rel=1e-6)
 
 
+def test_dot_of_a_reshaped_input_reads_its_buffer():
+    """A scan's step slice squeezed by a reshape is packed from the sliced buffer, in its
+    row-major order, like the input itself."""
+    check(module("""
+        x = f32[64,1,40] parameter(0)
+        y = f32[2,32,5,8] parameter(1)
+        xs = f32[64,40] reshape(x)
+        ys = f32[64,40] reshape(y)
+        ROOT d = f32[40,40] dot(xs, ys), lhs_contracting_dims={0}, rhs_contracting_dims={0}"""),
+          rel=1e-6)
+
+
 def test_large_dot_runs_on_threads():
     from hlo_opt.lowering.runtime import kernel_for
     from hlo_opt.targets import cpu_facts
