@@ -123,6 +123,10 @@ class Gemm:
             return wider, 1
         return cols, min(threads, -(-self.m // cpu_facts.gemm_tile(self.acc.bits)[0]))
 
+    def b_panel_count(self) -> int:
+        """NR-column panels of B per batch."""
+        return -(-self.n // cpu_facts.gemm_tile(self.acc.bits)[1])
+
     def grid(self) -> tuple[int, int, int]:
         """(column blocks, row parts, rows per part) of the tasks."""
         _, _, _, _, nc, _ = self.blocks()
@@ -288,7 +292,7 @@ def _emit_packed(kb, g: Gemm, out, lo, hi, b_panels) -> None:
                 _pack_b(gen, g, pack_b, b_pack, bi, n0, ncur, p0, kcur)
             else:                  # panels of the whole of K: this block starts p0 deep
                 b_block = b.gep(b_panels, [b.mul(b.add(b.mul(b.add(
-                    b.mul(bi, I64(-(-g.n // nr))), b.udiv(n0, I64(nr))), I64(g.k)), p0),
+                    b.mul(bi, I64(g.b_panel_count())), b.udiv(n0, I64(nr))), I64(g.k)), p0),
                     I64(nr))], inbounds=True, source_etype=acc.compute)
                 panel_step = I64(g.k * nr)
             with for_range(b, 0, n_mb, "mb", vectorize=False) as mb:
@@ -327,8 +331,7 @@ def pack_b_panel(gen: Elemental, g: Gemm, task, dst) -> None:
     K) into dst + task*K*NR: what a GEMM given `b_panels` reads, packed once for every call
     (loop_packing.py)."""
     b = gen.b
-    nr = g.blocks()[1]
-    panels = -(-g.n // nr)
+    nr, panels = g.blocks()[1], g.b_panel_count()
     n0 = b.mul(b.urem(task, I64(panels)), I64(nr))
     _pack_b(gen, g, g.b_packer(gen) if g.b_packer else None,
             b.gep(dst, [b.mul(task, I64(g.k * nr))], inbounds=True, source_etype=g.acc.compute),

@@ -90,11 +90,8 @@ def packable(comp) -> int | None:
 
 def panel_bytes(comp) -> int:
     g = dot_gemm(_dot(comp))
-    return _panels(g) * cpu_facts.gemm_tile(g.acc.bits)[1] * g.k * g.acc.nbytes
-
-
-def _panels(g) -> int:
-    return g.batch * -(-g.n // cpu_facts.gemm_tile(g.acc.bits)[1])
+    return g.batch * g.b_panel_count() * cpu_facts.gemm_tile(g.acc.bits)[1] * g.k * \
+        g.acc.nbytes
 
 
 def pack_kernel(comp, name: str, key: str) -> KernelCode:
@@ -115,7 +112,7 @@ def pack_kernel(comp, name: str, key: str) -> KernelCode:
     with for_range(b, begin, end, "panel", vectorize=False) as task:
         pack_b_panel(gen, g, task, out)
     b.ret_void()
-    code = KernelCode(name, "", 1, 1, [], [], 0, _panels(g),
+    code = KernelCode(name, "", 1, 1, [], [], 0, g.batch * g.b_panel_count(),
                       float(panel_bytes(comp) // g.acc.nbytes), key=key, comp=comp)
     _entry_points(mod, impl, name, 3, jit.has_openmp() and code.parallel(
         cpu_facts.threads(), cpu_facts.PARALLEL_MIN_WORK))

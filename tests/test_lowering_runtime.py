@@ -695,3 +695,41 @@ def test_a_loop_invariant_gemm_operand_is_packed_once_per_call(weight, b, next_w
     calls = {label.split(" ")[0]: n for label, _, n, _ in rows}
     assert sum(n for label, n in calls.items() if label.endswith(".pack")) == packs
     assert calls["d"] == 7                                  # the dot, every iteration
+
+
+def test_loop_invariant_batched_operand_is_packed_once_per_batch_and_panel():
+    """Batched x @ W^T over 3 batches, 70 columns (partial last panel): the panels packed
+    before the loop are found batch by batch."""
+    state = "(s32[], f32[3,20,40], f32[3,70,40])"
+    text = module(f"""
+        h0 = f32[3,20,40] parameter(0)
+        w0 = f32[3,70,40] parameter(1)
+        zero = s32[] constant(0)
+        init = {state} tuple(zero, h0, w0)
+        loop = {state} while(init), condition=cond, body=body
+        ROOT h = f32[3,20,40] get-tuple-element(loop), index=1""", f"""
+cond {{
+  s = {state} parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant(4)
+  ROOT c = pred[] compare(i, n), direction=LT
+}}
+body {{
+  s = {state} parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  h = f32[3,20,40] get-tuple-element(s), index=1
+  w = f32[3,70,40] get-tuple-element(s), index=2
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  d = f32[3,20,70] dot(h, w), lhs_batch_dims={{0}}, rhs_batch_dims={{0}}, lhs_contracting_dims={{2}}, rhs_contracting_dims={{2}}
+  t = f32[3,20,70] tanh(d)
+  h2 = f32[3,20,40] slice(t), slice={{[0:3], [0:20], [3:43]}}
+  ROOT r = {state} tuple(j, h2, w)
+}}""")
+    rng = np.random.default_rng(1)
+    args = [rng.standard_normal((3, 20, 40)).astype(np.float32),
+            (rng.standard_normal((3, 70, 40)) / 6).astype(np.float32)]
+    (got,), (want,) = run_both(text, args)
+    assert_matches(got, want, 64, "h", atol=1e-5)
+    rows = hlo_opt.compile(text).profile(args, calls=2)
+    assert [n for label, _, n, _ in rows if ".pack " in label] == [1]
