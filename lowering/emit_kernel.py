@@ -60,6 +60,8 @@ class KernelCode:
     key: str = ""
     comp: Computation | None = None     # what it computes (for listings and debugging)
     addresses: dict = field(default_factory=dict)
+    updates: tuple = ()                 # emit_kernel's `updates` and `packed` it was made with
+    packed: tuple = ()
 
     @property
     def n_args(self) -> int:
@@ -82,6 +84,8 @@ class KernelBuilder:
         # and what its phases store besides their roots (Phase.tees), as (inst, dests)
         self.siblings: list = []
         self.tees: list = []
+        # ids of parameters whose buffers hold a GEMM operand already packed (`packed`)
+        self.packed: set[int] = set()
 
     def store_tees(self, gen: Elemental, index: Index) -> None:
         """Store the phase's tees (Phase.tees: inputs of its reduce) at `index`, where the
@@ -130,11 +134,13 @@ def _leaves(inst: Instruction):
 
 
 def emit_kernel(comp: Computation, name: str, key: str = "",
-                updates: tuple[int, ...] = ()) -> KernelCode:
+                updates: tuple[int, ...] = (), packed: tuple[int, ...] = ()) -> KernelCode:
     """Emit `comp` as kernel `name` (UnsupportedError if some op has no emitter); `key` is
     its fingerprint when the caller has it. `updates`: positions among its outputs of
     roots in IN_PLACE (dynamic-update-slices, scatters) whose output buffer the host passes
-    already holding operand 0 (in_place.py): the kernel writes only their updates."""
+    already holding operand 0 (in_place.py): the kernel writes only their updates.
+    `packed`: numbers of parameters the host passes as a dot's B operand already packed
+    (emit_dot.pack_b_panel; loop_packing.py)."""
     groups, steps, plans = plan_steps(comp, updates)
     where = _Stores(comp, groups, steps)
     rows = row_pass_of(comp, steps, plans, where, updates)
@@ -171,6 +177,7 @@ def emit_kernel(comp: Computation, name: str, key: str = "",
     sources = {id(p): Source(out_ptrs[0] if n in shared else ptr, p.shape)
                for n, (p, ptr) in enumerate(zip(params + constants, in_ptrs))}
     kb = KernelBuilder(impl, b, sources, begin, end, slot, args[n_buf - 1], scratch)
+    kb.packed = {id(params[n]) for n in packed}
 
     def output(root):
         off = where.first[id(root)]
@@ -190,7 +197,8 @@ def emit_kernel(comp: Computation, name: str, key: str = "",
                       flat=True)
     b.ret_void()
     code = KernelCode(name, "", n_out, n_in, constants, temp_sizes, scratch,
-                      extent, work, key=key or fingerprint(comp), comp=comp)
+                      extent, work, key=key or fingerprint(comp), comp=comp,
+                      updates=updates, packed=packed)
     _entry_points(mod, impl, name, n_buf, jit.has_openmp() and code.parallel(
         cpu_facts.threads(), cpu_facts.PARALLEL_MIN_WORK))
     vecmath.finish(mod)
