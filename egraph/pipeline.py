@@ -34,24 +34,27 @@ from .run import Limits, RunReport, prepared, saturate
 
 def optimize(module: Module, rules="default", fp_mode: str = "xla", target: str = "cpu",
              time_limit: float = 60.0, node_limit: int = 200_000, iteration_limit: int = 30,
-             stats: bool = False, fusion: bool = True, verify: bool = True):
+             stats: bool = False, fusion: bool = True, verify: bool = True,
+             tpu_gen: str | None = None):
     """The optimized module (a new Module; the input is not modified), or (module, report)
     with `stats`, the report a run.RunReport. `rules`: "default", "none", a rule file or
     folder, a list of these, or an already compiled rule set. When the rules declare what
     may fuse (`fuse`), the entry and the loop bodies are then fused for `target`, unless
     `fusion` is False. The input is verified first (the rules and the cost model trust its
-    declared shapes) unless `verify` is False, for callers that already did."""
+    declared shapes) unless `verify` is False, for callers that already did. `tpu_gen`: the
+    generation of the tpu target's model (targets.cost_model)."""
     with no_gc():
         return _optimize(module, rules, fp_mode, target, time_limit, node_limit,
-                         iteration_limit, stats, fusion, verify)
+                         iteration_limit, stats, fusion, verify, tpu_gen)
 
 
 def _optimize(module: Module, rules, fp_mode: str, target: str, time_limit: float,
-              node_limit: int, iteration_limit: int, stats: bool, fusion: bool, verify: bool):
+              node_limit: int, iteration_limit: int, stats: bool, fusion: bool, verify: bool,
+              tpu_gen: str | None):
     if verify:
         verifier.verify(module)
     compiled = compiled_rules(rules, fp_mode)
-    model = cost_model(target)
+    model = cost_model(target, tpu_gen)
     limits = Limits(iteration_limit, node_limit, time_limit)
     callees = Callees(module)
     report = RunReport(module.name)

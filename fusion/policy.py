@@ -16,6 +16,7 @@ Whatever the declarations say, an instruction the target's code generator cannot
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass
 from operator import attrgetter
 from typing import Callable, Iterable, NamedTuple
@@ -121,13 +122,15 @@ class FusionPolicy:
     def enabled(self) -> bool:
         return bool(self.producer_rules or self.sibling_rules)
 
-    # Guards see opcodes and types only, so answers are remembered by those.
+    # Guards see opcodes, types and facts only, so answers are remembered by those.
     def may_fuse(self, consumer: Instruction, producer: Instruction, users: int) -> bool:
-        key = (consumer.opcode, consumer.shape, producer.opcode, producer.shape, users)
+        n_rows = rows(producer)
+        key = (consumer.opcode, consumer.shape, producer.opcode, producer.shape, users, n_rows)
         ok = self._answers.get(key)
         if ok is None:
             env = {"producer": producer.shape, "consumer": consumer.shape,
-                   fact_var("users").name: users, "target": self.target}
+                   fact_var("users").name: users, fact_var("rows").name: n_rows,
+                   "target": self.target}
             ok = self._answers[key] = any(
                 d.left(consumer.opcode) and d.right(producer.opcode)
                 and guards_hold(d.guards, env)
@@ -153,6 +156,18 @@ class FusionPolicy:
             env["target"] = self.target
             ok = self._within[key] = all(guards_hold(lim, env) for lim in self.limits)
         return ok
+
+
+def rows(inst: Instruction) -> int:
+    """How many rows `inst`'s loop goes through, each computed on its own: a reduce's are
+    the elements of its input's dimensions before the first one it reduces (a softmax's
+    rows; 1 for a reduction to a scalar or over the leading dimension), any other
+    instruction's its elements. A kernel reading a reduce's result can run row by row
+    (lowering/row_pass.py) only when there are rows to go through."""
+    if inst.opcode == "reduce" and inst.attrs.get("dimensions"):
+        return math.prod(inst.operands[0].shape.dims[:min(inst.attrs["dimensions"])])
+    return math.prod(s.num_elements for s in inst.shape.leaves()) if inst.shape.is_tuple \
+        else inst.shape.num_elements
 
 
 def _ops_test(names: tuple[str, ...], decl) -> Callable[[str], bool]:

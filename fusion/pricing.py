@@ -1,5 +1,5 @@
 """What a candidate merge of kernels saves, by the target's cost model, and whether the
-rule set's `fuse`/`limit` declarations allow it at all.
+rule set's `fuse`/`limit` declarations and the target (CostModel.fits) allow it at all.
 
 Pricing runs thousands of times per computation, on kernels that mostly did not change
 since they were last priced against each other: what their members alone decide (the union
@@ -133,8 +133,10 @@ class Pricing:
         return count, nbytes
 
     def _allowed(self, union: Union, fan_out: int) -> bool:
+        """Within the rules' limits, and a kernel the target can run (CostModel.fits)."""
         return self.policy.within_limits(
-            KernelSize(union.heroes, union.fan_in, union.work.members, fan_out))
+            KernelSize(union.heroes, union.fan_in, union.work.members, fan_out)) \
+            and self.model.fits(union.work)
 
     def _legal_into(self, producer: Kernel, consumer: Kernel) -> bool:
         """Every edge from the producer's members to the consumer's others is declared

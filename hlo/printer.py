@@ -12,6 +12,7 @@ import ml_dtypes
 import numpy as np
 
 from . import attributes
+from .errors import UnsupportedError
 from .ir import ELIDED, Computation, Instruction, Module
 from .shape import Shape
 
@@ -28,6 +29,13 @@ def print_module(module: Module, metadata: bool = True) -> str:
 
 def print_instruction(inst: Instruction, metadata: bool = True) -> str:
     """One instruction as it appears inside a computation (without indentation/ROOT)."""
+    if inst.opcode == "pad" and inst.shape.rank == 0:
+        # XLA's parser reads a padding config only as `lo_hi[_interior]` per dimension (its
+        # own print of a rank-0 one, `padding=`, and `padding={}` do not parse), so no text
+        # XLA accepts holds a pad of a scalar. It equals its operand (the default rules'
+        # pad_noop removes it); printing it anyway would only fail later, in XLA.
+        raise UnsupportedError(f"{inst.name}: a pad of a scalar has no HLO text that XLA's "
+                               f"parser accepts; it is its operand (rules/default: pad_noop)")
     shape = inst.shape.to_text()
     if inst.opcode == "parameter":
         body = f"parameter({inst.parameter_number})"

@@ -73,6 +73,11 @@ class Shape:
     def byte_size(self) -> int:
         return (self.num_elements * self.dtype.bits + 7) // 8
 
+    @property
+    def minor_to_major(self) -> tuple[int, ...]:
+        """The physical order of the dims: its layout's, or the default one without a layout."""
+        return (self.layout or default_layout(self.rank)).minor_to_major
+
     def with_dims(self, dims: tuple[int, ...], element_type: str | None = None) -> Shape:
         """Same element type (or a new one), new dims, default layout."""
         return Shape(element_type or self.element_type, tuple(dims), default_layout(len(dims)))

@@ -15,6 +15,8 @@ road) -> the PjRt CPU client, which runs XLA:CPU's HLO passes and codegen. On th
   optimized module (ours or XLA's) runs too: `fusion` becomes `call` (XLA:CPU rejects fused
   input, "Fusion must have backend config", or aborts on a CHECK), and `bitcast`, whose
   meaning lives in layouts that StableHLO drops, becomes transpose/reshape/bitcast-convert.
+  The rewrite works on hlo_opt's IR of XLA's canonical print (hlo/layout_free.py holds the
+  bitcast rewrite the TPU layout pass uses too).
 * Compile options pin the floating-point mode: fast-math off (also XLA:CPU's default) and no
   excess precision (XLA:CPU already keeps every convert it is given).
 * `parse` is XLA's parser alone, without the HLO verifier: wrong shapes are caught by
@@ -44,7 +46,6 @@ the first four):
 """
 from __future__ import annotations
 
-import re
 import time
 from dataclasses import dataclass, field
 
@@ -153,7 +154,7 @@ def compile(text: str, platform: str = "cpu") -> Compiled:    # noqa: A001 - the
     module = parse(text)
     specs = _specs(module)
     if "fusion(" in text or "bitcast(" in text:
-        module = parse(_for_cpu(module.to_string(_print_options(operand_shapes=True))))
+        module = parse(_for_cpu(module.to_string(_print_options())))
     options = x.jaxlib.CompileOptions()
     options.env_option_overrides = list(_OPTIONS)
     try:
@@ -178,81 +179,39 @@ def optimized_text(text: str) -> str:
 def _for_cpu(canonical: str) -> str:
     """Rewrite what XLA:CPU cannot take back as input into plain HLO of the same meaning.
 
-    `canonical` is XLA's own print with operand shapes, one instruction per line.
-    `fusion(...), kind=k…, calls=c` becomes `call(...), to_apply=c`; a `bitcast` becomes
-    the layout-free ops it stands for (see `_bitcast_as_ops`).
+    `canonical` is XLA's own print of the module, read with hlo_opt's parser (which takes
+    what XLA's does; XlaError if it does not). `fusion(...), kind=k…, calls=c` becomes
+    `call(...), to_apply=c`; a `bitcast` becomes the layout-free ops it stands for
+    (hlo/layout_free.py), except one between element widths, which has none and is left to
+    XLA as it is.
     """
-    lines = []
-    for line in canonical.splitlines():
-        if _FUSION_HEAD.match(line):
-            line = _FUSION_HEAD.sub(r"\1call(", line, count=1)
-            line = _FUSION_ONLY_ATTRS.sub("", line)
-            line = line.replace(", calls=", ", to_apply=", 1)
-        elif m := _BITCAST.match(line):
-            lines.extend(_bitcast_as_ops(m) or [line])
-            continue
-        lines.append(line)
-    return "\n".join(lines)
+    from . import HloError, parse
+    from .layout_free import has_layout_free_form, rewrite_bitcast
+    try:
+        module = parse(canonical)
+    except HloError as e:
+        raise XlaError(f"hlo_opt cannot read XLA's print of the module back: {e}") from None
+    for comp in module.computations:
+        for inst in list(comp.instructions):
+            if inst.opcode == "fusion":
+                inst.opcode = "call"
+                inst.attrs = {("to_apply" if k == "calls" else k): v
+                              for k, v in inst.attrs.items() if k not in _FUSION_ONLY_ATTRS}
+            elif inst.opcode == "bitcast" and has_layout_free_form(inst):
+                rewrite_bitcast(comp, inst)
+    return module.to_text(metadata=False)
 
 
-def _bitcast_as_ops(m: re.Match) -> list[str] | None:
-    """A bitcast reinterprets its operand's bytes under both layouts. As layout-free ops: read
-    the operand in memory order (transpose), regroup the elements (reshape), retype them if the
-    element type changes (bitcast-convert), view them in the result's logical order (transpose).
-    StableHLO, on the way to XLA:CPU, drops layouts, and the bitcast with them.
-    None when the element widths differ (left to XLA as it is)."""
-    from .dtypes import DTYPES
-    t, ot = m["t"], m["ot"]
-    if t != ot and (t not in DTYPES or ot not in DTYPES or DTYPES[t].bits != DTYPES[ot].bits):
-        return None
-    dims, odims = _ints(m["d"]), _ints(m["od"])
-    read = _ints(m["ol"])[::-1] if m["ol"] else list(range(len(odims)))    # major to minor
-    view = _ints(m["l"])[::-1] if m["l"] else list(range(len(dims)))
-    memory = _csv(dims[i] for i in view)
-    steps = []                                          # (shape, opcode, attributes)
-    if read != sorted(read):
-        steps.append((f"{ot}[{_csv(odims[i] for i in read)}]", "transpose", f", dimensions={{{_csv(read)}}}"))
-    steps.append((f"{ot}[{memory}]", "reshape", ""))
-    if t != ot:
-        steps.append((f"{t}[{memory}]", "bitcast-convert", ""))
-    if view != sorted(view):
-        back = [view.index(j) for j in range(len(dims))]
-        steps.append((f"{t}[{m['d']}]", "transpose", f", dimensions={{{_csv(back)}}}"))
-    value, lines = m["x"], []
-    for i, (shape, opcode, attributes) in enumerate(steps, 1):
-        last = i == len(steps)
-        out = m["name"] if last else f"{m['name']}.bitcast{i}"
-        root = (m["root"] or "") if last else ""
-        lines.append(f"{m['indent']}{root}{out} = {shape} {opcode}({value}){attributes}")
-        value = out
-    return lines
+# Attributes a fusion has and a call does not.
+_FUSION_ONLY_ATTRS = frozenset({"kind", "output_to_operand_aliasing"})
 
 
-def _ints(csv: str) -> list[int]:
-    return [int(v) for v in csv.strip("{}").split(",") if v]
-
-
-def _csv(values) -> str:
-    return ",".join(map(str, values))
-
-
-_FUSION_HEAD = re.compile(r"^(\s*(?:ROOT )?\S+ = [^=]*?)\bfusion\(")
-# Attributes a fusion has and a call does not; aliasing reads `{{0}: (1, {})}`.
-_FUSION_ONLY_ATTRS = re.compile(
-    r", (?:kind=k\w+|output_to_operand_aliasing=\{(?:[^{}]|\{[^{}]*\})*\})")
-# `  %b = s32[8,1]{1,0} bitcast(s32[8]{0} %x), ...`; tiled layouts do not match and stay.
-_BITCAST = re.compile(
-    r"(?P<indent>\s*)(?P<root>ROOT )?(?P<name>\S+) = (?P<t>\w+)\[(?P<d>[\d,]*)\](?P<l>\{[\d,]*\})? "
-    r"bitcast\((?P<ot>\w+)\[(?P<od>[\d,]*)\](?P<ol>\{[\d,]*\})? (?P<x>\S+)\)")
-
-
-def _print_options(operand_shapes: bool = False):
+def _print_options():
     """XLA's default print, complete enough to parse back (large constants in full), without
     metadata (the StableHLO road turns every instruction name into an op_name)."""
     options = _xla.hlo.HloPrintOptions()
     options.print_large_constants = True
     options.print_metadata = False
-    options.print_operand_shape = operand_shapes
     return options
 
 

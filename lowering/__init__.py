@@ -7,7 +7,8 @@ and the runtime that calls them on numpy arrays.
     text = emit_asm(module)              # their assembly for the host CPU
 
 Modules, one concept each: phases (what a kernel stores, what it computes inline; the
-kernels themselves come from the fusion stage, hlo_opt.fusion), elemental (per-element values,
+kernels themselves come from the fusion stage, hlo_opt.fusion), row_pass (a kernel's steps run
+a block of rows at a time), elemental (per-element values,
 index arithmetic), emit_elementwise / convert / mathlib / float8 (scalar ops and types,
 ltypes), emit_loops (indices, loop nests), emit_reduce / emit_dot / emit_conv (with conv_geometry,
 conv_pack, conv_lanes) / emit_gather /

@@ -18,10 +18,10 @@ from ..dtypes import DTYPES, accumulation_type
 from ..targets import cpu_facts
 from .conv_geometry import ConvGeometry, v
 from .elemental import Elemental
-from .emit_dot import _splat, flush_denormal
 from .emit_loops import clamp, delinearize, for_range, linearize
-from .intrinsics import call, declare
-from .ltypes import I32, I64, PTR, VOID, elem
+from .intrinsics import call
+from .ltypes import I32, I64, elem
+from .vector_ops import flush_denormal, load_run, masked_store, nbytes_of, splat
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,7 @@ def _pack_runs(gen, cv: ConvGeometry, runs: InputRuns, source, g, m0, mcur, p0, 
     lies on the input, then the run in vector chunks."""
     b = gen.b
     et = source.et
-    lanes = cpu_facts.PREFERRED_VECTOR_BITS // (8 * _bytes(et.compute))
+    lanes = cpu_facts.PREFERRED_VECTOR_BITS // (8 * nbytes_of(et.compute))
     length = runs.length
     panels = b.udiv(b.add(mcur, I64(mr - 1)), I64(mr))
     first_run = b.udiv(p0, I64(length))
@@ -105,13 +105,13 @@ def _pack_runs(gen, cv: ConvGeometry, runs: InputRuns, source, g, m0, mcur, p0, 
             chunks = b.udiv(b.add(b.sub(seg_hi, seg_lo), I64(lanes - 1)), I64(lanes))
             with for_range(b, 0, chunks, "cchunk", vectorize=False) as q:
                 c0 = b.add(seg_lo, b.mul(q, I64(lanes)))
-                lane = b.add(_splat(b, c0, lanes), ir.Constant(ir.VectorType(I64, lanes),
+                lane = b.add(splat(b, c0, lanes), ir.Constant(ir.VectorType(I64, lanes),
                                                                list(range(lanes))))
                 vecs = []
                 for base, lo, hi in spans:
-                    mask = b.and_(b.icmp_signed(">=", lane, _splat(b, lo, lanes)),
-                                  b.icmp_signed("<", lane, _splat(b, hi, lanes)))
-                    vecs.append(flush_denormal(b, _load_run(b, source, base, c0, lane,
+                    mask = b.and_(b.icmp_signed(">=", lane, splat(b, lo, lanes)),
+                                  b.icmp_signed("<", lane, splat(b, hi, lanes)))
+                    vecs.append(flush_denormal(b, load_run(b, source, base, c0, lane,
                                                             runs.step, mask, lanes)))
                 block = _interleave(b, vecs)
                 out = b.gep(panel_dst, [b.mul(b.add(out0, b.mul(q, I64(lanes))), I64(mr))],
@@ -121,12 +121,12 @@ def _pack_runs(gen, cv: ConvGeometry, runs: InputRuns, source, g, m0, mcur, p0, 
                     with full:
                         for i, part in enumerate(block):
                             b.store(part, b.gep(out, [I64(i * lanes)], inbounds=True,
-                                                source_etype=et.compute), align=_bytes(et.compute))
+                                                source_etype=et.compute), align=nbytes_of(et.compute))
                     with tail:
                         for i, part in enumerate(block):
-                            keep = b.icmp_signed("<", b.add(lane, _splat(b, b.sub(
-                                I64(i * lanes), c0), lanes)), _splat(b, count, lanes))
-                            _masked_store(b, part, b.gep(out, [I64(i * lanes)], inbounds=True,
+                            keep = b.icmp_signed("<", b.add(lane, splat(b, b.sub(
+                                I64(i * lanes), c0), lanes)), splat(b, count, lanes))
+                            masked_store(b, part, b.gep(out, [I64(i * lanes)], inbounds=True,
                                                          source_etype=et.compute), keep)
 
 
@@ -172,46 +172,6 @@ def _interleave(b, vecs) -> list:
                 [lanes + c if j == row else k for k, (c, j) in enumerate(src)]))
         outs.append(acc)
     return outs
-
-
-def _load_run(b, source, base, c0, lane, step: int, mask, lanes: int):
-    """Run elements c0 .. c0 + lanes - 1 (element e at base + e*step) where `mask` is set,
-    0 elsewhere; lanes off the mask read nothing (their address may be off the input)."""
-    et = source.et
-    vt = ir.VectorType(et.storage, lanes)
-    nbytes = et.nbytes
-    if step == 1:
-        ptr = b.gep(source.ptr, [b.add(base, c0)], source_etype=et.storage)
-        fn = declare(b.module, f"llvm.masked.load.{_vname(vt)}.p0", vt,
-                     [PTR, I32, mask.type, vt])
-        raw = b.call(fn, [ptr, I32(nbytes), mask, ir.Constant(vt, None)])
-    else:
-        at = b.add(_splat(b, b.add(b.ptrtoint(source.ptr, I64), b.mul(base, I64(nbytes))),
-                          lanes), b.mul(lane, ir.Constant(lane.type, [step * nbytes] * lanes)))
-        pt = ir.VectorType(PTR, lanes)
-        fn = declare(b.module, f"llvm.masked.gather.{_vname(vt)}.v{lanes}p0", vt,
-                     [pt, I32, mask.type, vt])
-        raw = b.call(fn, [b.inttoptr(at, pt), I32(nbytes), mask, ir.Constant(vt, None)])
-    wide = ir.VectorType(et.compute, lanes)
-    if et.name == "bf16":            # the upper half of an f32 (ltypes.from_storage)
-        return b.bitcast(b.shl(b.zext(raw, ir.VectorType(I32, lanes)),
-                               ir.Constant(ir.VectorType(I32, lanes), [16] * lanes)), wide)
-    return b.fpext(raw, wide) if et.name == "f16" else raw
-
-
-def _masked_store(b, value, ptr, mask):
-    fn = declare(b.module, f"llvm.masked.store.{_vname(value.type)}.p0", VOID,
-                 [value.type, PTR, I32, mask.type])
-    b.call(fn, [value, ptr, I32(_bytes(value.type.element)), mask])
-
-
-def _bytes(t) -> int:
-    return 8 if isinstance(t, ir.DoubleType) else 4
-
-
-def _vname(vt) -> str:
-    return f"v{vt.count}" + {"double": "f64", "float": "f32", "half": "f16"}.get(
-        str(vt.element), str(vt.element))
 
 
 def _min(b, x, y):

@@ -28,14 +28,24 @@ from .ltypes import I64, elem, select
 
 
 class Source:
-    """A materialized array the kernel reads: base pointer, element type and dims."""
-    __slots__ = ("ptr", "et", "dims")
+    """A materialized array the kernel reads or writes: base pointer, element type and
+    dims. `first`: the buffer is a window holding the array's elements from this position
+    on (an LLVM value; a row pass's temporaries hold the rows of one block)."""
+    __slots__ = ("ptr", "et", "dims", "first")
 
-    def __init__(self, ptr, shape):
+    def __init__(self, ptr, shape, first=None):
         self.ptr, self.et, self.dims = ptr, elem(shape.element_type), shape.dims
+        self.first = first
+
+    def position(self, b: ir.IRBuilder, linear):
+        """Where element `linear` of the array is in the buffer."""
+        return linear if self.first is None else b.sub(linear, self.first)
 
     def load(self, b: ir.IRBuilder, index: Index):
-        return ltypes.load(b, self.ptr, self.et, const(index.linear(b)))
+        return ltypes.load(b, self.ptr, self.et, self.position(b, const(index.linear(b))))
+
+    def store(self, b: ir.IRBuilder, value, linear) -> None:
+        ltypes.store(b, value, self.ptr, self.et, self.position(b, const(linear)))
 
 
 class Elemental:

@@ -36,8 +36,10 @@ from .elemental import Elemental
 from .emit_kernel import register as register_phase
 from . import jit
 from .emit_loops import Index, delinearize, for_range, placed
+from .gemm_pack import Strided, strided_packer
 from .intrinsics import call, declare
 from .ltypes import I1, I32, I64, PTR, VOID, ElemType, elem, load, opaque, store
+from .vector_ops import flush_denormal, splat as _splat
 
 @dataclass
 class Gemm:
@@ -62,6 +64,10 @@ class Gemm:
     b_k_minor: bool = False           # and B's (packing reads along that direction)
     a_packer: Callable | None = None  # (gen) -> pack(b, m0, mcur, p0, kcur, dst, MR) writing
                                  # the A panels _pack would, faster; None: a_value
+    b_packer: Callable | None = None  # (gen) -> pack(b, n0, ncur, p0, kcur, dst, NR): the
+                                 # same for B's panels; None: b_value
+    b_operand: object = None     # the instruction B reads (a dot's rhs): a kernel may get
+                                 # its buffer already packed (KernelBuilder.packed)
 
     @property
     def acc(self) -> ElemType:
@@ -117,6 +123,10 @@ class Gemm:
             return wider, 1
         return cols, min(threads, -(-self.m // cpu_facts.gemm_tile(self.acc.bits)[0]))
 
+    def b_panel_count(self) -> int:
+        """NR-column panels of B per batch."""
+        return -(-self.n // cpu_facts.gemm_tile(self.acc.bits)[1])
+
     def grid(self) -> tuple[int, int, int]:
         """(column blocks, row parts, rows per part) of the tasks."""
         _, _, _, _, nc, _ = self.blocks()
@@ -154,9 +164,11 @@ def _round_up(x: int, step: int) -> int:
     return -(-x // step) * step
 
 
-def emit_gemm(kb, g: Gemm, out, lo, hi) -> None:
+def emit_gemm(kb, g: Gemm, out, lo, hi, b_panels=None) -> None:
+    """Tasks [lo, hi) of the GEMM into `out`; `b_panels`: a pointer to all of B already
+    packed (`pack_b_panel`'s layout, for every panel of every batch), or None."""
     if g.packed():
-        _emit_packed(kb, g, out, lo, hi)
+        _emit_packed(kb, g, out, lo, hi, b_panels)
     else:
         _emit_simple(kb, g, out, lo, hi)
 
@@ -241,20 +253,14 @@ def _get(b, slot, t: ElemType):
 
 # ------------------------------------------------------------------------ packed GEMM
 
-def _splat(b, x, lanes: int):
-    vt = ir.VectorType(x.type, lanes)
-    v = b.insert_element(ir.Constant(vt, ir.Undefined), x, ir.IntType(32)(0))
-    return b.shuffle_vector(v, ir.Constant(vt, ir.Undefined),
-                            ir.Constant(ir.VectorType(ir.IntType(32), lanes), [0] * lanes))
-
-
 def _min(b, x, y):
     return b.select(b.icmp_signed("<", x, y), x, y)
 
 
-def _emit_packed(kb, g: Gemm, out, lo, hi) -> None:
+def _emit_packed(kb, g: Gemm, out, lo, hi, b_panels) -> None:
     """Tasks are (batch, column block, row part) (`Gemm.split`): a task packs its block of
-    B once per K block and reuses it for all its rows of A, MC at a time."""
+    B once per K block (unless `b_panels` holds B packed) and reuses it for all its rows of
+    A, MC at a time."""
     b = kb.b
     gen = kb.elemental()
     mr, nr, lanes, mc, nc, kc = g.blocks()
@@ -265,6 +271,7 @@ def _emit_packed(kb, g: Gemm, out, lo, hi) -> None:
     a_pack = base
     b_pack = b.gep(base, [I64(mc * kc)], inbounds=True, source_etype=acc.compute)
     pack_a = g.a_packer(gen) if g.a_packer else None
+    pack_b = g.b_packer(gen) if g.b_packer else None
     with for_range(b, lo, hi, "task", vectorize=False) as t:
         part = b.urem(t, I64(n_parts))
         rest = b.udiv(t, I64(n_parts))
@@ -280,8 +287,14 @@ def _emit_packed(kb, g: Gemm, out, lo, hi) -> None:
             kcur = _min(b, I64(kc), b.sub(I64(g.k), p0))
             first = I1(1) if n_kb == 1 else b.icmp_signed("==", q, I64(0))
             last = None if n_kb == 1 else b.icmp_signed("==", q, I64(n_kb - 1))
-            _pack(gen, g.b_value, g.b_type, acc, b_pack, bi, n0, ncur, p0, kcur, nr,
-                  rows_first=False, k_minor=g.b_k_minor)
+            if b_panels is None:
+                b_block, panel_step = b_pack, b.mul(kcur, I64(nr))
+                _pack_b(gen, g, pack_b, b_pack, bi, n0, ncur, p0, kcur)
+            else:                  # panels of the whole of K: this block starts p0 deep
+                b_block = b.gep(b_panels, [b.mul(b.add(b.mul(b.add(
+                    b.mul(bi, I64(g.b_panel_count())), b.udiv(n0, I64(nr))), I64(g.k)), p0),
+                    I64(nr))], inbounds=True, source_etype=acc.compute)
+                panel_step = I64(g.k * nr)
             with for_range(b, 0, n_mb, "mb", vectorize=False) as mb:
                 m0 = b.add(row_lo, b.mul(mb, I64(mc)))
                 mcur = _min(b, I64(mc), b.sub(row_hi, m0))
@@ -295,12 +308,35 @@ def _emit_packed(kb, g: Gemm, out, lo, hi) -> None:
                     with for_range(b, 0, m_panels, "ip", vectorize=False) as ip:
                         ap = b.gep(a_pack, [b.mul(ip, b.mul(kcur, I64(mr)))], inbounds=True,
                                    source_etype=acc.compute)
-                        bp = b.gep(b_pack, [b.mul(jp, b.mul(kcur, I64(nr)))], inbounds=True,
+                        bp = b.gep(b_block, [b.mul(jp, panel_step)], inbounds=True,
                                    source_etype=acc.compute)
                         rows = _min(b, I64(mr), b.sub(mcur, b.mul(ip, I64(mr))))
                         cols = _min(b, I64(nr), b.sub(ncur, b.mul(jp, I64(nr))))
                         _micro(gen, g, out, ap, bp, kcur, bi, b.add(m0, b.mul(ip, I64(mr))),
                                b.add(n0, b.mul(jp, I64(nr))), rows, cols, first, last)
+
+
+def _pack_b(gen: Elemental, g: Gemm, pack_b, dst, bi, n0, ncur, p0, kcur) -> None:
+    """Columns [n0, n0 + ncur) and K [p0, p0 + kcur) of B into NR-column panels at dst."""
+    nr = g.blocks()[1]
+    if pack_b:
+        pack_b(bi, n0, ncur, p0, kcur, dst, nr)
+    else:
+        _pack(gen, g.b_value, g.b_type, g.acc, dst, bi, n0, ncur, p0, kcur, nr,
+              rows_first=False, k_minor=g.b_k_minor)
+
+
+def pack_b_panel(gen: Elemental, g: Gemm, task, dst) -> None:
+    """Panel `task` of all of B (batch-major, then NR-column panels, each over the whole of
+    K) into dst + task*K*NR: what a GEMM given `b_panels` reads, packed once for every call
+    (loop_packing.py)."""
+    b = gen.b
+    nr, panels = g.blocks()[1], g.b_panel_count()
+    n0 = b.mul(b.urem(task, I64(panels)), I64(nr))
+    _pack_b(gen, g, g.b_packer(gen) if g.b_packer else None,
+            b.gep(dst, [b.mul(task, I64(g.k * nr))], inbounds=True, source_etype=g.acc.compute),
+            b.udiv(task, I64(panels)), n0, _min(b, I64(nr), b.sub(I64(g.n), n0)), I64(0),
+            I64(g.k))
 
 
 def _pack(gen: Elemental, value, vtype, acc, dst, bi, start, count, p0, kcur, width, rows_first,
@@ -340,22 +376,6 @@ def _pack(gen: Elemental, value, vtype, acc, dst, bi, start, count, p0, kcur, wi
         with for_range(b, 0, kcur, "pz", vectorize=False) as p:
             with for_range(b, valid(last), width, "pzj") as j:
                 b.store(acc.compute(0.0), _packed_at(b, dst, acc, kcur, width, last, p, j))
-
-
-def flush_denormal(b, x):
-    """x (a float or a vector of floats) with denormals read as zero: what packing stores.
-    The micro-kernel's fused multiply-adds then never see a denormal operand, which Intel
-    cores handle in microcode at ~100 cycles each (a softmax gradient whose exp underflowed
-    can be 10% denormals: 20x slower GEMMs). A product with a denormal factor is below
-    2^-126 (f32; 2^-1022 f64) times the other factor, so each sum changes by less than that
-    times the sum of the other factors' magnitudes; only sums that are themselves of
-    denormal scale change relatively (to 0 where all their products were denormal-scale)."""
-    t = x.type.element if isinstance(x.type, ir.VectorType) else x.type
-    tiny = t(2.0 ** (-126 if isinstance(t, ir.FloatType) else -1022))
-    zero = t(0.0)
-    if isinstance(x.type, ir.VectorType):
-        tiny, zero = (ir.Constant(x.type, [c.constant] * x.type.count) for c in (tiny, zero))
-    return b.select(b.fcmp_ordered("<", call(b, "llvm.fabs", [x]), tiny), zero, x)
 
 
 def _packed_at(b, dst, acc, kcur, width, panel, p, j):
@@ -541,11 +561,14 @@ def dot_gemm(inst) -> Gemm:
         return [x for v, dims in ((bi, [ld[d] for d in lb]), (mi, [ld[d] for d in lf]),
                                   (ni, [rd[d] for d in rf])) for x in delinearize(bld, v, dims)]
 
+    acc = elem(accumulation_type(lhs.shape.dtype, rhs.shape.dtype, inst.shape.dtype).name)
     return Gemm(batch, m, n, k, elem(lhs.shape.element_type), elem(rhs.shape.element_type),
                 reader(lhs, lb, lf, lc, True), reader(rhs, rb, rf, rc, False),
                 lambda bld, bi, mi: bld.mul(bld.add(bld.mul(bi, I64(m)), mi), I64(n)), 1,
                 elem(inst.shape.element_type), c_ld=n, c_index=c_index,
-                a_k_minor=lhs.shape.rank - 1 in lc, b_k_minor=rhs.shape.rank - 1 in rc)
+                a_k_minor=lhs.shape.rank - 1 in lc, b_k_minor=rhs.shape.rank - 1 in rc,
+                a_packer=strided_packer(Strided.of(lhs, lb, lf, lc), acc),
+                b_packer=strided_packer(Strided.of(rhs, rb, rf, rc), acc), b_operand=rhs)
 
 
 def register_gemm(opcode: str, to_gemm: Callable) -> None:
@@ -561,7 +584,10 @@ def register_gemm(opcode: str, to_gemm: Callable) -> None:
         return g.tasks(), g.work(), g.scratch()
 
     def emit(kb, root, dests, lo, hi, gemm=None):
-        emit_gemm(kb, gemm_of(root, gemm), dests[0], lo, hi)
+        g = gemm_of(root, gemm)
+        packed = g.b_operand is not None and id(g.b_operand) in kb.packed
+        emit_gemm(kb, g, dests[0], lo, hi,
+                  kb.sources[id(g.b_operand)].ptr if packed else None)
 
     register_phase(opcode, emit, plan)
 

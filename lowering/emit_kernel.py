@@ -18,8 +18,9 @@ Entry points, all `void`:
     NAME.par(ptr data)                            only for kernels worth threading; data:
       {ptr args, i64 extent, i64 ftz, i64 next}   run by each OpenMP thread: takes chunks
                                                   of [0, extent) from the counter `next`
-A single-phase kernel splits its outermost loop over [begin, end); with several phases each
-runs whole and the kernel is not split. `slot` picks the thread's part of the scratch.
+A single-phase kernel splits its outermost loop over [begin, end), a row pass (row_pass.py:
+steps that all go through the same rows) its rows; with several phases otherwise each runs
+whole and the kernel is not split. `slot` picks the thread's part of the scratch.
 """
 from __future__ import annotations
 
@@ -32,13 +33,13 @@ from ..errors import UnsupportedError
 from ..ir import Computation, Instruction
 from ..shape import default_layout
 from ..targets import cpu_facts
-from . import fallback, jit, phases, vecmath
+from . import fallback, jit, phases, row_pass, vecmath
 from .elemental import Elemental, Source, start_indices
 from .emit_loops import Index, add, const, delinearize, for_range, linearize, row_split
 from .fingerprint import fingerprint
 from .phases import Phase
 from .intrinsics import declare, restore_fp_mode, set_flush_denormals
-from .ltypes import I32, I64, PTR, VOID, array_bytes, store
+from .ltypes import I32, I64, PTR, VOID, array_bytes, opaque, store
 
 ALIGN = 64
 CHUNKS_PER_THREAD = 8
@@ -59,6 +60,8 @@ class KernelCode:
     key: str = ""
     comp: Computation | None = None     # what it computes (for listings and debugging)
     addresses: dict = field(default_factory=dict)
+    updates: tuple = ()                 # emit_kernel's `updates` and `packed` it was made with
+    packed: tuple = ()
 
     @property
     def n_args(self) -> int:
@@ -81,13 +84,14 @@ class KernelBuilder:
         # and what its phases store besides their roots (Phase.tees), as (inst, dests)
         self.siblings: list = []
         self.tees: list = []
+        # ids of parameters whose buffers hold a GEMM operand already packed (`packed`)
+        self.packed: set[int] = set()
 
     def store_tees(self, gen: Elemental, index: Index) -> None:
         """Store the phase's tees (Phase.tees: inputs of its reduce) at `index`, where the
         reduce reads them: their values come from the generator's cache."""
         for inst, dests in self.tees:
-            store(self.b, gen.value(inst, index), dests[0].ptr, dests[0].et,
-                  const(index.linear(self.b)))
+            dests[0].store(self.b, gen.value(inst, index), index.linear(self.b))
 
     def elemental(self) -> Elemental:
         return Elemental(self.b, self.sources)
@@ -130,43 +134,40 @@ def _leaves(inst: Instruction):
 
 
 def emit_kernel(comp: Computation, name: str, key: str = "",
-                updates: tuple[int, ...] = ()) -> KernelCode:
+                updates: tuple[int, ...] = (), packed: tuple[int, ...] = ()) -> KernelCode:
     """Emit `comp` as kernel `name` (UnsupportedError if some op has no emitter); `key` is
     its fingerprint when the caller has it. `updates`: positions among its outputs of
     roots in IN_PLACE (dynamic-update-slices, scatters) whose output buffer the host passes
-    already holding operand 0 (in_place.py): the kernel writes only their updates."""
+    already holding operand 0 (in_place.py): the kernel writes only their updates.
+    `packed`: numbers of parameters the host passes as a dot's B operand already packed
+    (emit_dot.pack_b_panel; loop_packing.py)."""
     groups, steps, plans = plan_steps(comp, updates)
-    outputs = kernel_outputs(comp)
-    offsets = [sum(len(_leaves(o)) for o in outputs[:k]) for k in range(len(outputs))]
-    out_shapes = [s for o in outputs for s in _leaves(o)]
-    first: dict[int, int] = {}
-    for o, off in zip(outputs, offsets):
-        first.setdefault(id(o), off)
-    params, constants = comp.parameters, array_constants(comp)
-    direct = {id(r) for g in groups for r in g.stored() if id(r) in first}
-    temp_roots = [r for step in steps for g in step for r in g.stored() if id(r) not in direct]
+    where = _Stores(comp, groups, steps)
+    rows = row_pass_of(comp, steps, plans, where, updates)
+    temp_roots = [] if rows else where.temps
     temp_sizes = [_padded(array_bytes(s)) for t in temp_roots for s in _leaves(t)]
-    copies = [(o, off) for o, off in zip(outputs, offsets)
-              if id(o) not in direct or first[id(o)] != off]
-    single = len(steps) == 1 and not copies
-    extent, work = (plans[0][0], plans[0][1]) if single else (1, sum(p[1] for p in plans))
+    single = (len(steps) == 1 and not where.copies) or rows is not None
+    work = sum(p[1] for p in plans)
+    extent = rows.rows if rows else plans[0][0] if single else 1
     scratch = max([p[2] for p in plans] + [0])
 
     mod = jit.new_module(name)
+    params, constants = comp.parameters, array_constants(comp)
     n_in = len(params) + len(constants)
-    n_buf = len(out_shapes) + n_in + len(temp_sizes) + 1
+    n_out = len(where.out_shapes)
+    n_buf = n_out + n_in + len(temp_sizes) + 1
     impl = ir.Function(mod, ir.FunctionType(VOID, [PTR] * n_buf + [I64, I64, I64]),
                        f"{name}.impl")
     impl.linkage = "internal"
     impl.attributes.add("alwaysinline")
     jit.tune(impl)
-    for a in impl.args[:len(out_shapes) + n_in]:
+    for a in impl.args[:n_out + n_in]:
         a.add_attribute("noalias")
     b = ir.IRBuilder(impl.append_basic_block("entry"))
     args = list(impl.args)
-    out_ptrs = args[:len(out_shapes)]
-    in_ptrs = args[len(out_shapes):len(out_shapes) + n_in]
-    temp_ptrs = iter(args[len(out_shapes) + n_in:n_buf - 1])
+    out_ptrs = args[:n_out]
+    in_ptrs = args[n_out:n_out + n_in]
+    temp_ptrs = iter(args[n_out + n_in:n_buf - 1])
     begin, end, slot = args[n_buf:]
     # an input the only output is written over (in_place.elementwise_updates: the host
     # passes one buffer for both) is read through the output's pointer: one pointer per
@@ -176,40 +177,117 @@ def emit_kernel(comp: Computation, name: str, key: str = "",
     sources = {id(p): Source(out_ptrs[0] if n in shared else ptr, p.shape)
                for n, (p, ptr) in enumerate(zip(params + constants, in_ptrs))}
     kb = KernelBuilder(impl, b, sources, begin, end, slot, args[n_buf - 1], scratch)
-    for step, plan in zip(steps, plans):
-        outs = []
-        for g in step:
-            for root in g.stored():
-                if id(root) in direct:
-                    off = first[id(root)]
-                    dests = [Source(out_ptrs[off + j], s) for j, s in enumerate(_leaves(root))]
-                else:
-                    dests = [Source(next(temp_ptrs), s) for s in _leaves(root)]
-                outs.append((root, dests))
-        lo, hi = (begin, end) if single else (0, plan[0])
-        entry = _entry(comp, step[0], updates)
-        if entry:
-            roots = {id(g.root) for g in step}
-            main = [o for o in outs if id(o[0]) in roots]
-            kb.siblings, kb.tees = main[1:], [o for o in outs if id(o[0]) not in roots]
-            entry[0](kb, main[0][0], main[0][1], lo, hi, **_epilogue(step[0]))
-        else:
-            emit_loop(kb, [(root, dests, None) for root, dests in outs], lo, hi)
-        for root, dests in outs:
-            kb.sources[id(root)] = _TupleSource(dests) if root.shape.is_tuple else dests[0]
-    for o, off in copies:
+    kb.packed = {id(params[n]) for n in packed}
+
+    def output(root):
+        off = where.first[id(root)]
+        return [Source(out_ptrs[off + j], s) for j, s in enumerate(_leaves(root))]
+    if rows:
+        _emit_row_pass(kb, comp, steps, rows, output, where.direct)
+    for step, plan in ([] if rows else zip(steps, plans)):
+        outs = [(root, output(root) if id(root) in where.direct else
+                 [Source(next(temp_ptrs), s) for s in _leaves(root)])
+                for g in step for root in g.stored()]
+        _emit_step(kb, comp, step, outs, *((begin, end) if single else (0, plan[0])),
+                   updates)
+    for o, off in where.copies:
         for j, s in enumerate(_leaves(o)):
             pick = (lambda v, j=j: v[j]) if o.shape.is_tuple else None
             emit_loop(kb, [(o, [Source(out_ptrs[off + j], s)], pick)], 0, s.num_elements,
                       flat=True)
     b.ret_void()
-    code = KernelCode(name, "", len(out_shapes), n_in, constants, temp_sizes, scratch,
-                      extent, work, key=key or fingerprint(comp), comp=comp)
+    code = KernelCode(name, "", n_out, n_in, constants, temp_sizes, scratch,
+                      extent, work, key=key or fingerprint(comp), comp=comp,
+                      updates=updates, packed=packed)
     _entry_points(mod, impl, name, n_buf, jit.has_openmp() and code.parallel(
         cpu_facts.threads(), cpu_facts.PARALLEL_MIN_WORK))
     vecmath.finish(mod)
     code.ir = str(mod)
     return code
+
+
+class _Stores:
+    """Where a kernel's stored values go: `direct` (ids): roots and tees stored straight
+    into an output (at `first[id]`, the position of its first leaf among the output
+    buffers); `temps`: the others, in step order; `copies`: (output, position) of the
+    outputs written by a copy loop at the end (an input or an array constant returned, a
+    value returned twice)."""
+
+    def __init__(self, comp: Computation, groups: list[Phase], steps: list[list[Phase]]):
+        outputs = kernel_outputs(comp)
+        offsets = [sum(len(_leaves(o)) for o in outputs[:k]) for k in range(len(outputs))]
+        self.out_shapes = [s for o in outputs for s in _leaves(o)]
+        self.first: dict[int, int] = {}
+        for o, off in zip(outputs, offsets):
+            self.first.setdefault(id(o), off)
+        self.direct = {id(r) for g in groups for r in g.stored() if id(r) in self.first}
+        self.temps = [r for step in steps for g in step for r in g.stored()
+                      if id(r) not in self.direct]
+        self.copies = [(o, off) for o, off in zip(outputs, offsets)
+                       if id(o) not in self.direct or self.first[id(o)] != off]
+
+
+def kernel_row_pass(comp: Computation) -> row_pass.RowPass | None:
+    """How the kernel computing `comp` runs its steps as one loop over blocks of rows
+    (row_pass.py), or None if it does not."""
+    groups, steps, plans = plan_steps(comp)
+    return row_pass_of(comp, steps, plans, _Stores(comp, groups, steps))
+
+
+def row_pass_of(comp: Computation, steps, plans, where: _Stores,
+                updates: tuple[int, ...] = ()) -> row_pass.RowPass | None:
+    """The kernel's steps as one loop over blocks of rows (row_pass.py), if they can be."""
+    if updates or where.copies:
+        return None
+    kinds = ["loop" if _entry(comp, step[0], updates) is None else
+             "reduce" if step[0].hero.opcode == "reduce" else None for step in steps]
+    inputs = comp.parameters + array_constants(comp)
+    return row_pass.plan(steps, plans, kinds, where.temps, inputs)
+
+
+def _emit_step(kb: KernelBuilder, comp: Computation, step: list[Phase], outs, lo, hi,
+               updates) -> None:
+    """One step over its iterations [lo, hi): `outs` (root, dests) of every value its
+    phases store; afterwards later steps read them there."""
+    entry = _entry(comp, step[0], updates)
+    if entry:
+        roots = {id(g.root) for g in step}
+        main = [o for o in outs if id(o[0]) in roots]
+        kb.siblings, kb.tees = main[1:], [o for o in outs if id(o[0]) not in roots]
+        entry[0](kb, main[0][0], main[0][1], lo, hi, **_epilogue(step[0]))
+    else:
+        emit_loop(kb, [(root, dests, None) for root, dests in outs], lo, hi)
+    for root, dests in outs:
+        kb.sources[id(root)] = _TupleSource(dests) if root.shape.is_tuple else dests[0]
+
+
+def _emit_row_pass(kb: KernelBuilder, comp: Computation, steps, rows: row_pass.RowPass,
+                   output, direct) -> None:
+    """Rows [begin, end) of the kernel in blocks of rows.block: every step runs over the
+    block before the next block starts. Temporaries are windows on the stack holding the
+    block's rows (rows.windows); outputs are stored in place."""
+    b = kb.b
+    span = b.sub(kb.end, kb.begin)
+    blocks = b.udiv(b.add(span, I64(rows.block - 1)), I64(rows.block))
+    windows = {}
+    for key, (nbytes, _) in rows.windows.items():
+        window = b.alloca(ir.ArrayType(ir.IntType(8), nbytes))
+        window.align = ALIGN
+        windows[key] = opaque(b, window)
+    with for_range(b, 0, blocks, "block", vectorize=False) as blk:
+        r0 = b.add(kb.begin, b.mul(blk, I64(rows.block)))
+        r1 = b.add(r0, I64(rows.block))
+        r1 = b.select(b.icmp_signed("<", r1, kb.end), r1, kb.end)
+        for step, per_row in zip(steps, rows.per_row):
+            outs = []
+            for root in (r for g in step for r in g.stored()):
+                if id(root) in direct:
+                    outs.append((root, output(root)))
+                    continue
+                n = rows.windows[id(root)][1]
+                outs.append((root, [Source(windows[id(root)], root.shape, b.mul(r0, I64(n)))]))
+            _emit_step(kb, comp, step, outs, b.mul(r0, I64(per_row)),
+                       b.mul(r1, I64(per_row)), ())
 
 
 def plan_steps(comp: Computation, updates: tuple[int, ...] = ()
@@ -235,7 +313,9 @@ def threaded_steps(comp: Computation) -> list[list[Phase]] | None:
     """The steps of a kernel to run as kernels of their own, each split across threads if
     worth it: when it has several and one of them would be (a kernel of several steps runs
     whole on one thread). None to run it as one kernel."""
-    _, steps, plans = plan_steps(comp)
+    groups, steps, plans = plan_steps(comp)
+    if len(steps) > 1 and row_pass_of(comp, steps, plans, _Stores(comp, groups, steps)):
+        return None                     # one loop over rows, threaded as a whole
     if len(steps) > 1 and jit.has_openmp() and any(
             extent > 1 and work >= cpu_facts.PARALLEL_MIN_WORK for extent, work, _ in plans) \
             and cpu_facts.threads() > 1:
@@ -481,7 +561,7 @@ def store_outputs(gen: Elemental, outputs: list, index: Index, linear) -> None:
         v = gen.value(root, index)
         values = [pick(v)] if pick else (list(v) if isinstance(v, list) else [v])
         for dest, x in zip(dests, values):
-            store(gen.b, x, dest.ptr, dest.et, linear)
+            dest.store(gen.b, x, linear)
     gen.pop_scope()
 
 

@@ -207,7 +207,7 @@ def _emit_rows(kb, group, lo, hi):
                                lambda idx: kb.store_tees(gen, idx))
         for (inst, dests), v in zip(group, values):
             for dest, x in zip(dests, v if inst.shape.is_tuple else [v]):
-                store(b, x, dest.ptr, dest.et, i)
+                dest.store(b, x, i)
         gen.pop_scope()
 
 
@@ -270,7 +270,7 @@ def _emit_tiles(kb, group, lo, hi, outer_dims, run, rows):
                 values = reducer.finish([b.load(_at(b, acc, w), typ=acc.allocated_type.element)
                                          for acc in accs])
                 for dest, v in zip(dests, values):
-                    store(b, v, dest.ptr, dest.et, b.add(base, w))
+                    dest.store(b, v, b.add(base, w))
 
 
 def _at(b, array, i):

@@ -24,7 +24,7 @@ from dataclasses import fields
 
 from ..ops import is_elementwise
 from .emit_kernel import IN_PLACE, PHASES, kernel_outputs
-from .program import Buffer, Conditional, KernelStep, Program, While, step_io
+from .program import Buffer, Conditional, KernelStep, Program, While, step_io, written_ids
 
 
 def apply(program: Program, results: list[Buffer], update_kernel_for) -> None:
@@ -147,7 +147,7 @@ def _share_initial_values(program: Program, n: int, results: list[Buffer]) -> No
     stacked gradients, several starting from one), have it computed into their own buffer,
     which writes it once instead of reading and writing a copy."""
     step = program.steps[n]
-    written = _written(step.body) | _written(step.cond)
+    written = written_ids(step.body) | written_ids(step.cond)
     for k, (state, init) in enumerate(zip(step.state, step.init)):
         invariant = step.body_results[k] is state and id(state) not in written
         shared = sum(i is init for i in step.init) > 1
@@ -177,19 +177,6 @@ def _dead_after(program: Program, n: int, buf: Buffer, results: list[Buffer]) ->
     if any(r is buf for r in results):
         return False
     return not any(b is buf for step in program.steps[n + 1:] for b in step_io(step)[1])
-
-
-def _written(program: Program) -> set[int]:
-    """Ids of every buffer the steps of `program` (and the programs they run) write."""
-    out: set[int] = set()
-    for step in program.steps:
-        out.update(id(b) for b in step_io(step)[0])
-        if isinstance(step, While):
-            out |= _written(step.cond) | _written(step.body)
-        elif isinstance(step, Conditional):
-            for branch, _ in step.branches:
-                out |= _written(branch)
-    return out
 
 
 def _substitute(program: Program, old: Buffer, new: Buffer, results: list[Buffer]) -> None:

@@ -84,6 +84,8 @@ class While:
     body: "Program"
     body_results: list[Buffer]
     scratch: Buffer
+    packed: list[Buffer] = field(default_factory=list)   # loop invariants packed before
+                                                          # the loop (loop_packing.py)
 
 
 @dataclass
@@ -315,10 +317,24 @@ def step_io(step) -> tuple[list[Buffer], list[Buffer]]:
     if isinstance(step, Copy):
         return [step.dst], [step.src]
     if isinstance(step, While):
-        return step.state + [step.scratch], step.init + step.state + [step.scratch]
+        return step.state + [step.scratch], \
+            step.init + step.state + [step.scratch] + step.packed
     if isinstance(step, Conditional):
         return step.outs + [step.scratch], [step.selector] + step.operands + [step.scratch]
     raise TypeError(step)
+
+
+def written_ids(program: Program) -> set[int]:
+    """Ids of every buffer the steps of `program` (and the programs they run) write."""
+    out: set[int] = set()
+    for step in program.steps:
+        out.update(id(b) for b in step_io(step)[0])
+        if isinstance(step, While):
+            out |= written_ids(step.cond) | written_ids(step.body)
+        elif isinstance(step, Conditional):
+            for branch, _ in step.branches:
+                out |= written_ids(branch)
+    return out
 
 
 def kernel_steps(program: Program):

@@ -31,7 +31,7 @@ from ..errors import HloError, UnsupportedError
 from ..fusion.stage import fuse, has_fusions
 from ..interpreter.evaluator import coerce_argument
 from ..ir import Computation, Module
-from . import buffers, fallback, in_place, jit
+from . import buffers, fallback, in_place, jit, loop_packing
 from .driver import Driver, step_label
 from .emit_kernel import KernelCode, emit_kernel
 from .fingerprint import fingerprint
@@ -94,13 +94,25 @@ _CALLBACK = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_int64, ctypes.c_void_p)
 _DRIVER = ctypes.CFUNCTYPE(ctypes.c_int32, *([ctypes.c_void_p] * 6))   # addresses as ints
 
 
-def kernel_for(comp: Computation, updates: tuple[int, ...] = ()) -> KernelCode:
+def kernel_for(comp: Computation, updates: tuple[int, ...] = (),
+               packed: tuple[int, ...] = ()) -> KernelCode:
     """The kernel of a fused computation, shared by every identical one (emitted here,
-    compiled in batches by `compile_kernels`); `updates`: see emit_kernel."""
-    key = (f"u{'.'.join(map(str, updates))}_" if updates else "") + fingerprint(comp)
+    compiled in batches by `compile_kernels`); `updates`, `packed`: see emit_kernel."""
+    key = "".join(f"{tag}{'.'.join(map(str, v))}_" for tag, v in (("u", updates),
+                                                                  ("p", packed)) if v)
+    key += fingerprint(comp)
     with _lock:
         return _kernels.get_or_add(key, lambda: emit_kernel(comp, f"k_{key[:20]}", key,
-                                                            updates))
+                                                            updates, packed))
+
+
+def pack_kernel_for(comp: Computation) -> KernelCode:
+    """The kernel packing the B operand of the dot in `comp` (loop_packing.py), shared
+    like `kernel_for`'s."""
+    key = "pack_" + fingerprint(comp)
+    with _lock:
+        return _kernels.get_or_add(key, lambda: loop_packing.pack_kernel(
+            comp, f"k_{key[:20]}", key))
 
 
 def clear_caches() -> None:
@@ -159,6 +171,8 @@ def build(module: Module, builder: ProgramBuilder | None = None, target: str = "
     out_shapes = [s for s in out_shapes if s.dtype.numpy is not None]
     if builder.update_kernel_for:
         in_place.apply(program, results, builder.update_kernel_for)
+    if target == "cpu":
+        loop_packing.apply(program, kernel_for, pack_kernel_for)
     _bind_outputs(program, results)
     buffers.assign(program, results)
     return program, builder, out_shapes, k

@@ -40,10 +40,11 @@ NOT_COMPARABLE = {"term": "terms are compared through their types, e.g. dims(x) 
                   "kernel": "a kernel is compared through its counts, e.g. heroes(kernel) <= 1",
                   "bool": "guards are conditions, not values to compare: join them with 'and'"}
 # Values a fusion scope supplies beyond the types of what it names: fact -> what it is of.
-# `users`: how many instructions read the producer; the others count what a kernel holds
-# (fusion/policy.KernelSize).
-FACTS = {"users": "producer", "heroes": "kernel", "fan_in": "kernel", "members": "kernel",
-         "outputs": "kernel"}
+# `users`: how many instructions read the producer; `rows`: how many rows its loop goes
+# through, each computed on its own (fusion/policy.rows); the others count what a kernel
+# holds (fusion/policy.KernelSize).
+FACTS = {"users": "producer", "rows": "producer", "heroes": "kernel", "fan_in": "kernel",
+         "members": "kernel", "outputs": "kernel"}
 TARGET = Var("target", "str")
 
 
@@ -73,7 +74,7 @@ def fold_scope() -> Scope:
 def producer_scope() -> Scope:
     return Scope("a fuse guard", {"producer": Var("producer", "term"),
                                   "consumer": Var("consumer", "term"), "target": TARGET},
-                 frozenset({"users"}))
+                 frozenset({"users", "rows"}))
 
 
 def sibling_scope() -> Scope:

@@ -11,6 +11,7 @@ merge (`fused_cost`) instead of re-reading every member of a growing kernel.
     model = cost_model("gpu")
     model.kernel_cost(KernelView(members, inputs, outputs))
     model.fused_cost(model.member_work(a) + model.member_work(b), read_bytes, written_bytes)
+    model.fits(work)        # False: no such kernel may be formed (the TPU's VMEM)
 """
 from __future__ import annotations
 
@@ -42,14 +43,15 @@ class Work(NamedTuple):
     matrix_flops: float = 0.0
     opaque: int = 0                 # members whose work the model cannot see (while, sort...)
     fused_bytes: float = 0.0        # traffic a member adds only when fused with others
+    local_bytes: float = 0.0        # on-chip memory a member holds while its kernel runs
 
     def __add__(self, other: Work) -> Work:
         return Work(self[0] + other[0], self[1] + other[1], self[2] + other[2],
-                    self[3] + other[3], self[4] + other[4])
+                    self[3] + other[3], self[4] + other[4], self[5] + other[5])
 
     def __sub__(self, other: Work) -> Work:
         return Work(self[0] - other[0], self[1] - other[1], self[2] - other[2],
-                    self[3] - other[3], self[4] - other[4])
+                    self[3] - other[3], self[4] - other[4], self[5] - other[5])
 
 
 class CostModel(abc.ABC):
@@ -79,19 +81,32 @@ class CostModel(abc.ABC):
     def fused_cost(self, work: Work, read: float, written: float) -> float:
         """A kernel whose members add up to `work`, reading and writing these many bytes."""
 
+    def fits(self, work: Work) -> bool:
+        """Whether a kernel whose members add up to `work` can run as one kernel at all
+        (on the TPU: its blocks fit in VMEM). Fusion makes no kernel that does not."""
+        return True
+
+    def runs_as_kernel(self, inst: Instruction) -> bool:
+        """Whether `inst` of an optimized module runs as a kernel of its own
+        (hlo_opt.kernels.is_kernel; the TPU adds the reshapes that move data)."""
+        from ..kernels import is_kernel
+        return is_kernel(inst)
+
     def module_cost(self, module) -> float:
-        """Estimated time of one run of a module: its kernels (see hlo_opt.kernels), each
+        """Estimated time of one run of a module: its kernels (runs_as_kernel), each
         priced as a kernel, a fusion by its fused computation. Loop bodies count once."""
-        from ..kernels import executed_computations, is_kernel
+        from ..kernels import executed_computations
         total = 0.0
         for comp in executed_computations(module):
             for inst in comp.instructions:
-                if is_kernel(inst):
-                    total += self.kernel_cost(_kernel_view(inst))
+                if self.runs_as_kernel(inst):
+                    total += self.kernel_cost(kernel_view(inst))
         return total
 
 
-def _kernel_view(inst: Instruction) -> KernelView:
+def kernel_view(inst: Instruction) -> KernelView:
+    """A kernel instruction of a module (hlo_opt.kernels.is_kernel) as its model sees it: a
+    fusion's body's members, its operands and its body's results; an op alone, itself."""
     if inst.opcode != "fusion":
         return KernelView([inst], list(inst.operands), [inst])
     body = inst.attrs["calls"]
@@ -102,8 +117,9 @@ def _kernel_view(inst: Instruction) -> KernelView:
     return KernelView(members, list(inst.operands), outputs)
 
 
-def cost_model(target: str) -> CostModel:
-    """The cost model of a target by name; KeyError names the known ones."""
+def cost_model(target: str, tpu_gen: str | None = None) -> CostModel:
+    """The cost model of a target by name; KeyError names the known ones. `tpu_gen`: the
+    TPU generation the tpu target models (tpu_generations.GENERATIONS; default v5e)."""
     if target == "cpu":
         from .cpu import CpuCostModel
         return CpuCostModel()
@@ -112,7 +128,7 @@ def cost_model(target: str) -> CostModel:
         return GpuCostModel()
     if target == "tpu":
         from .tpu import TpuCostModel
-        return TpuCostModel()
+        return TpuCostModel(tpu_gen)
     raise KeyError(f"unknown target '{target}' (known: {', '.join(TARGETS)})")
 
 

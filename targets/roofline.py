@@ -8,7 +8,8 @@ memory and arithmetic time a kernel hides is the machine's `overlap`: on a GPU n
 dearer arithmetic costs time even in a bandwidth-bound loop. A kernel's overhead never
 overlaps. A machine whose large kernels run on several cores (`Threads`) prices their work
 beyond the splitting size at the threaded rates. Targets set the numbers (`Machine`) and may
-adjust what a kernel moves (`shape_bytes`, `fused_bytes`) or how fast its matrix work runs
+adjust what a kernel moves (`shape_bytes`, `fused_bytes`), what its members compute
+(`op_flops`) and hold on chip (`local_bytes`), or how fast its matrix work runs
 (`matrix_seconds`).
 """
 from __future__ import annotations
@@ -79,7 +80,7 @@ class RooflineModel(CostModel):
             return m.kernel_overhead_ns + self._memory(written)
         read = written if opcode in SELECTIONS else sum(self.shape_bytes(s)
                                                         for s in operand_shapes)
-        vector, matrix = flops(opcode, shape, attrs, operand_shapes, m.op_weights)
+        vector, matrix = self.op_flops(opcode, shape, attrs, operand_shapes)
         cost = self._roofline(read + written, vector, matrix, written)
         return cost + (m.opaque_ns if opcode in OPAQUE else 0.0)
 
@@ -89,10 +90,12 @@ class RooflineModel(CostModel):
         cache = self.__dict__.setdefault("_work_cache", {})
         found = cache.get(inst)
         if found is None:
-            vector, matrix = flops(inst.opcode, inst.shape, inst.attrs,
-                                   [o.shape for o in inst.operands], self.machine.op_weights)
+            operand_shapes = [o.shape for o in inst.operands]
+            vector, matrix = self.op_flops(inst.opcode, inst.shape, inst.attrs, operand_shapes)
             found = cache[inst] = Work(1, vector, matrix, int(inst.opcode in OPAQUE),
-                                       self.fused_bytes(inst))
+                                       self.fused_bytes(inst),
+                                       self.local_bytes(inst.opcode, inst.shape, inst.attrs,
+                                                        operand_shapes))
         return found
 
     def value_bytes(self, inst: Instruction) -> float:
@@ -131,6 +134,16 @@ class RooflineModel(CostModel):
     # --- what targets adjust ------------------------------------------------------------
     def shape_bytes(self, shape: AnyShape) -> float:
         return max(shape.byte_size, 0)
+
+    def op_flops(self, opcode: str, shape: AnyShape, attrs: Mapping[str, object],
+                 operand_shapes: Sequence[AnyShape]) -> tuple[float, float]:
+        """(vector, matrix) flops of one instruction (work.flops)."""
+        return flops(opcode, shape, attrs, operand_shapes, self.machine.op_weights)
+
+    def local_bytes(self, opcode: str, shape: AnyShape, attrs: Mapping[str, object],
+                    operand_shapes: Sequence[AnyShape]) -> float:
+        """On-chip memory one member holds in its kernel (Work.local_bytes)."""
+        return 0.0
 
     def fused_bytes(self, inst: Instruction) -> float:
         """Traffic `inst` adds to a kernel it shares with other instructions."""

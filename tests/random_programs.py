@@ -323,6 +323,8 @@ class ProgramWriter:
         return self.op("concatenate", x.dtype, dims, operands, f", dimensions={{{d}}}")
 
     def pad(self, x: Value) -> Value:
+        if not x.dims:              # a scalar's pad has no text XLA parses (hlo/printer.py)
+            return self.reshape(x)
         zero = self.draw(st.booleans())
         config, dims = [], []
         for n in x.dims:
@@ -338,8 +340,7 @@ class ProgramWriter:
         if math.prod(dims) > MAX_ELEMENTS:
             return self.slice(x)
         v = self.scalar(x.dtype, 0 if self.draw(st.booleans()) else None)
-        attrs = f", padding={'x'.join(config)}" if config else ", padding={}"
-        return self.op("pad", x.dtype, dims, [x, v], attrs)
+        return self.op("pad", x.dtype, dims, [x, v], f", padding={'x'.join(config)}")
 
     def reverse(self, x: Value) -> Value:
         dims = self.draw(st.lists(st.integers(0, max(len(x.dims) - 1, 0)), unique=True,

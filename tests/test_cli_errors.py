@@ -102,3 +102,24 @@ def test_hlo_rules_errors_are_one_line(tmp_path):
     assert line.startswith(str(path)), line
     missing = _one_line_error(_run("hlo-rules", "check", str(tmp_path / "missing.rules")))
     assert "missing.rules" in missing
+
+
+SCALAR_PAD = """HloModule m
+ENTRY e {
+  p0 = f32[] parameter(0)
+  c = f32[] constant(0)
+  ROOT r = f32[] pad(p0, c), padding={}
+}
+"""
+
+
+def test_a_scalar_pad_left_in_place_is_one_line_not_text_xla_rejects(tmp_path):
+    # XLA's parser has no spelling for a rank-0 padding config, so a pad of a scalar that
+    # survives (no rules ran) cannot be printed; the default rules remove it (pad_noop).
+    path = tmp_path / "scalar_pad.hlo"
+    path.write_text(SCALAR_PAD)
+    line = _one_line_error(_run("hlo-opt", str(path), "--rules=none"))
+    assert line.startswith(f"{path}: r: a pad of a scalar has no HLO text") and \
+        "pad_noop" in line, line
+    optimized = _run("hlo-opt", str(path))
+    assert optimized.returncode == 0 and "pad(" not in optimized.stdout, optimized.stderr

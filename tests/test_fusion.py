@@ -131,6 +131,60 @@ def test_layernorm_fuses_its_statistics_into_the_reductions():
     assert any("multiply" in ops and "subtract" in ops for ops in reductions)  # c*c, in-kernel
 
 
+@pytest.mark.parametrize("text", [SOFTMAX, LAYERNORM], ids=["softmax", "layernorm"])
+def test_a_reduce_and_the_loops_reading_its_rows_are_one_kernel_on_cpu(text):
+    """`reduce_result`: the CPU runs such a kernel a block of rows at a time, so the
+    statistics and the values using them read the input from memory once. Other targets
+    keep the reduction's result in a kernel of its own."""
+    assert kernel_report(fused(text, "cpu")).kernels == 1
+    assert kernel_report(fused(text, "gpu")).kernels >= 2
+
+
+@pytest.mark.parametrize("reduce, broadcast", [
+    ("f32[] reduce(x, z), dimensions={0,1}", "dimensions={}"),          # to a scalar
+    ("f32[256] reduce(x, z), dimensions={0}", "dimensions={1}"),        # down the columns
+], ids=["scalar", "columns"])
+def test_a_reduction_without_rows_is_not_fused_into_its_readers(reduce, broadcast):
+    """A reduce to a scalar, or over the leading dimension, has no rows to go through one
+    at a time (`rows(producer)` is 1): every reader needs all of it, so the loop reading it
+    is a kernel of its own."""
+    shape = reduce.split(" ")[0]
+    text = f"""HloModule centre
+add_f32 {{ a = f32[] parameter(0)
+ b = f32[] parameter(1)
+ ROOT s = f32[] add(a, b) }}
+ENTRY main {{ x = f32[128,256] parameter(0)
+ z = f32[] constant(0)
+ s = {reduce}, to_apply=add_f32
+ sb = f32[128,256] broadcast({shape} s), {broadcast}
+ ROOT y = f32[128,256] subtract(x, sb) }}
+"""
+    out = fused(text, "cpu")
+    assert kernel_report(out).kernels == 2
+    assert not any("reduce" in ops and "subtract" in ops for _, ops in fusions(out))
+
+
+def test_the_rows_a_producer_goes_through():
+    """The `rows(producer)` fact: a reduce's kept elements ahead of its first reduced
+    dimension, any other instruction's elements."""
+    from hlo_opt.fusion.policy import rows
+    module = hlo_opt.parse("""HloModule m
+add_f32 { a = f32[] parameter(0)
+ b = f32[] parameter(1)
+ ROOT s = f32[] add(a, b) }
+ENTRY main { x = f32[6,5,4] parameter(0)
+ z = f32[] constant(0)
+ minor = f32[6,5] reduce(x, z), dimensions={2}, to_apply=add_f32
+ middle = f32[6,4] reduce(x, z), dimensions={1}, to_apply=add_f32
+ leading = f32[5,4] reduce(x, z), dimensions={0}, to_apply=add_f32
+ e = f32[6,5,4] exponential(x)
+ ROOT t = (f32[6,5], f32[6,4], f32[5,4], f32[6,5,4]) tuple(minor, middle, leading, e) }
+""")
+    got = {i.name: rows(i) for i in module.entry.instructions if i.name != "t"}
+    assert {k: got[k] for k in ("minor", "middle", "leading", "e")} == \
+        {"minor": 30, "middle": 6, "leading": 1, "e": 120}
+
+
 BIAS_GELU = """HloModule mlp
 ENTRY main {
   x = f32[128,256] parameter(0)
@@ -357,6 +411,7 @@ def test_a_chain_of_single_reader_ops_is_one_kernel_priced_about_once_per_op():
     ("fuse f: elementwise <- frobnicate\n", "x.rules:1:1: 'frobnicate' is neither an opcode"),
     ("fuse f: add <- multiply when heroes(producer) <= 1\n", "x.rules:1:"),
     ("limit l: fan_in(consumer) <= 4\n", "x.rules:1:"),
+    ("limit l: rows(kernel) <= 4\n", "x.rules:1:"),
 ])
 def test_broken_fusion_declarations_are_positioned_errors(tmp_path, text, message):
     path = tmp_path / "x.rules"

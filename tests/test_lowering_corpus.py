@@ -115,7 +115,7 @@ def test_shared_fixture_matches_xla(path, xla):
 
 
 def test_compiled_modules_report_their_buffers():
-    path = next(f for f in FILES if f.name == "softmax.hlo")
+    path = next(f for f in FILES if f.name == "mlp_train_sgd.hlo")
     exe, _ = _compile(hlo_opt.parse(path.read_text()))
     assert exe.stats["kernels"] >= 2 and exe.stats["fallbacks"] == []
     assert exe.stats["peak_bytes"] > 0

@@ -10,6 +10,8 @@ import pytest
 
 import hlo_opt
 from conftest import CORPUS
+from hlo_opt.lowering.emit_kernel import kernel_row_pass
+from hlo_opt.targets import cpu_facts
 from hlo_opt.tools.hlo_run import random_inputs
 from lowering_helpers import random_args, run_both
 from test_fusion import TRANSPOSED_DOT
@@ -720,3 +722,149 @@ def test_a_loop_reading_every_operand_along_its_rows_is_not_tiled():
     text = text.replace("g = f32[130,100]", "g = f32[100,130]")
     assert "cols.body" not in _loop_names(text)
     check_against_interpreter(text, "untransposed update")
+
+
+# --- row passes: one loop over blocks of rows runs every step -------------------------------
+
+# Row-local chains as JAX writes them, unfused: each reads its rows three times (statistics,
+# then the values that use them). {t} is the element type (the sums accumulate in f32, as
+# JAX converts them), [{r},{c}] the rows and row length.
+EXP_SUM = """
+  lo = {t}[] constant(-inf)
+  m = {t}[{r}] reduce(x, lo), dimensions={{1}}, to_apply=maximum_{t}
+  mb = {t}[{r},{c}] broadcast(m), dimensions={{0}}
+  d = {t}[{r},{c}] subtract(x, mb)
+  e = {t}[{r},{c}] exponential(d)
+  ea = f32[{r},{c}] convert(e)
+  z = f32[] constant(0)
+  s = f32[{r}] reduce(ea, z), dimensions={{1}}, to_apply=add_f32"""
+ROW_CHAINS = {
+    "softmax": EXP_SUM + """
+  st = {t}[{r}] convert(s)
+  sb = {t}[{r},{c}] broadcast(st), dimensions={{0}}
+  ROOT y = {t}[{r},{c}] divide(e, sb)""",
+    "log_softmax": EXP_SUM + """
+  l = f32[{r}] log(s)
+  lt = {t}[{r}] convert(l)
+  lb = {t}[{r},{c}] broadcast(lt), dimensions={{0}}
+  ROOT y = {t}[{r},{c}] subtract(d, lb)""",
+    "layernorm": """
+  g = {t}[{c}] parameter(1)
+  xa = f32[{r},{c}] convert(x)
+  z = f32[] constant(0)
+  n = f32[{r}] broadcast(f32[] constant({c})), dimensions={{}}
+  s = f32[{r}] reduce(xa, z), dimensions={{1}}, to_apply=add_f32
+  mean = f32[{r}] divide(s, n)
+  mb = f32[{r},{c}] broadcast(mean), dimensions={{0}}
+  d = f32[{r},{c}] subtract(xa, mb)
+  q = f32[{r},{c}] multiply(d, d)
+  v = f32[{r}] reduce(q, z), dimensions={{1}}, to_apply=add_f32
+  var = f32[{r}] divide(v, n)
+  eps = f32[{r}] broadcast(f32[] constant(1e-05)), dimensions={{}}
+  ri = f32[{r}] rsqrt(f32[{r}] add(var, eps))
+  rb = f32[{r},{c}] broadcast(ri), dimensions={{0}}
+  gb = f32[{r},{c}] broadcast(f32[{c}] convert(g)), dimensions={{1}}
+  ROOT y = {t}[{r},{c}] convert(f32[{r},{c}] multiply(f32[{r},{c}] multiply(d, rb), gb))""",
+    "rmsnorm": """
+  g = {t}[{c}] parameter(1)
+  xa = f32[{r},{c}] convert(x)
+  q = f32[{r},{c}] multiply(xa, xa)
+  z = f32[] constant(0)
+  s = f32[{r}] reduce(q, z), dimensions={{1}}, to_apply=add_f32
+  n = f32[{r}] broadcast(f32[] constant({c})), dimensions={{}}
+  eps = f32[{r}] broadcast(f32[] constant(1e-06)), dimensions={{}}
+  ri = f32[{r}] rsqrt(f32[{r}] add(f32[{r}] divide(s, n), eps))
+  rb = f32[{r},{c}] broadcast(ri), dimensions={{0}}
+  gb = f32[{r},{c}] broadcast(f32[{c}] convert(g)), dimensions={{1}}
+  ROOT y = {t}[{r},{c}] convert(f32[{r},{c}] multiply(f32[{r},{c}] multiply(xa, rb), gb))""",
+}
+
+
+def row_chain(name: str, t: str, r: int, c: int) -> str:
+    """ROW_CHAINS[name] as a module of element type t over [r, c]."""
+    reducers = "".join(f"""{op}_{ty} {{ a = {ty}[] parameter(0)
+ b = {ty}[] parameter(1)
+ ROOT o = {ty}[] {op}(a, b) }}
+""" for op, ty in sorted({("maximum", t), ("add", "f32")}))
+    body = ROW_CHAINS[name].format(t=t, r=r, c=c)
+    return f"HloModule {name}\n{reducers}ENTRY main {{\n  x = {t}[{r},{c}] parameter(0){body}\n}}\n"
+
+
+def the_kernel(text: str):
+    """The one kernel a module compiles to, and how it runs row by row (None if not)."""
+    exe = hlo_opt.compile(text)
+    assert exe.stats["kernel_calls"] == 1, exe.stats
+    [kernel] = exe.kernels.values()
+    return kernel, kernel_row_pass(kernel.comp)
+
+
+@pytest.mark.parametrize("name", sorted(ROW_CHAINS))
+@pytest.mark.parametrize("t, r, c, threaded", [
+    ("f32", 67, 333, False),    # odd rows (the last block cut short), an odd row length
+    ("bf16", 40, 1000, False),  # long rows, few to a block
+    ("f32", 300, 1000, True),   # split across threads in chunks of rows cutting blocks
+])
+def test_a_row_local_chain_is_one_kernel_reading_each_row_once(name, t, r, c, threaded):
+    """A softmax, log-softmax, layer norm or RMS norm is one kernel looping over blocks of
+    rows: each step (the statistics, then the values using them) runs on the block while it
+    is in the cache. Its temporaries (the per-row statistics, a value stored for several
+    steps) hold one block's rows on the stack; no buffer of them goes through memory."""
+    text = row_chain(name, t, r, c)
+    kernel, rows = the_kernel(text)
+    assert rows is not None and rows.rows == r and set(rows.per_row) <= {1, c}
+    assert kernel.temps == [] and kernel.extent == r
+    assert 1 <= rows.block < r
+    assert kernel.parallel(2, cpu_facts.PARALLEL_MIN_WORK) == threaded
+    for nbytes, per_row in rows.windows.values():
+        assert per_row in (1, c) and nbytes <= rows.block * per_row * 4
+    check_against_interpreter(text, f"{name} {t}[{r},{c}]")
+
+
+def test_rows_too_long_for_the_cache_run_step_by_step():
+    """Rows of 96 KiB (the input, the output and the stored exponentials: about 300 KiB a
+    row) would fall out of the cache between steps: the kernel runs its steps one after
+    the other instead, each over every row."""
+    from hlo_opt.fusion.stage import fuse
+    from hlo_opt.lowering import row_pass
+    text = row_chain("softmax", "f32", 16, 24576)
+    [fusion] = [i for i in fuse(hlo_opt.parse(text)).entry.instructions
+                if i.opcode == "fusion"]
+    assert 3 * 24576 * 4 > row_pass.MAX_ROW_BYTES
+    assert kernel_row_pass(fusion.attrs["calls"]) is None
+    assert hlo_opt.compile(text).stats["kernel_calls"] > 1     # each step threaded alone
+    check_against_interpreter(text, "softmax of long rows")
+
+
+def test_a_reduction_over_a_middle_dimension_runs_row_by_row():
+    """x - mean over the middle dimension of [b, k, m]: a row is one b, its k x m elements;
+    the reduce folds it in column tiles, the subtract reads its mean back from the window."""
+    text = "HloModule centre\n" + ADD + """
+ENTRY main { x = f32[24,33,40] parameter(0)
+ z = f32[] constant(0)
+ s = f32[24,40] reduce(x, z), dimensions={1}, to_apply=add
+ n = f32[24,40] broadcast(f32[] constant(33)), dimensions={}
+ m = f32[24,40] divide(s, n)
+ mb = f32[24,33,40] broadcast(m), dimensions={0,2}
+ ROOT y = f32[24,33,40] subtract(x, mb) }
+"""
+    kernel, rows = the_kernel(text)
+    assert rows is not None and rows.rows == 24 and kernel.temps == []
+    check_against_interpreter(text, "centred over the middle dimension")
+
+
+def test_a_step_reading_another_row_of_a_result_runs_whole():
+    """A loop that reads the row sums reversed needs every row's sum first: the kernel runs
+    its steps one after the other over all rows, storing the sums."""
+    text = "HloModule reversed\n" + ADD + """
+fused { x = f32[64,96] parameter(0)
+ z = f32[] constant(0)
+ s = f32[64] reduce(x, z), dimensions={1}, to_apply=add
+ v = f32[64] reverse(s), dimensions={0}
+ vb = f32[64,96] broadcast(v), dimensions={0}
+ ROOT y = f32[64,96] subtract(x, vb) }
+ENTRY main { x = f32[64,96] parameter(0)
+ ROOT f = f32[64,96] fusion(x), kind=kInput, calls=fused }
+"""
+    kernel, rows = the_kernel(text)
+    assert rows is None and len(kernel.temps) == 1
+    check_against_interpreter(text, "row sums read reversed")

@@ -316,14 +316,14 @@ def test_outputs_that_are_parameters_constants_or_repeated():
 
 
 def test_buffers_are_reused_along_a_chain():
-    """Ten kernels in a row (a reduce and the loop broadcasting its result cannot share one),
-    each writing 64 KiB: live ranges overlap pairwise only, so the arena holds a few
-    buffers, not ten."""
+    """Ten kernels in a row (a reduction down the columns and the loop broadcasting its
+    result cannot share one: every row of the loop needs all of it), each writing 64 KiB:
+    live ranges overlap pairwise only, so the arena holds a few buffers, not ten."""
     lines = ["x = f32[128,128] parameter(0)", "z = f32[] constant(0)"]
     prev = "x"
     for i in range(10):
-        lines.append(f"s{i} = f32[128] reduce({prev}, z), dimensions={{1}}, to_apply=add")
-        lines.append(f"b{i} = f32[128,128] broadcast(s{i}), dimensions={{0}}")
+        lines.append(f"s{i} = f32[128] reduce({prev}, z), dimensions={{0}}, to_apply=add")
+        lines.append(f"b{i} = f32[128,128] broadcast(s{i}), dimensions={{1}}")
         lines.append(f"n{i} = f32[128,128] add({prev}, b{i})")
         prev = f"n{i}"
     lines.append(f"ROOT r = f32[128,128] negate({prev})")
@@ -642,3 +642,94 @@ body {
     program = build(hlo_opt.parse(text))[0]
     [loop] = [s for s in program.steps if isinstance(s, While)]
     assert loop.init[1] is loop.state[1] and loop.init[2] is loop.state[2]
+
+
+RNN_STEP = """
+cond {{
+  s = (s32[], f32[24,40], f32[56,40]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant(7)
+  ROOT c = pred[] compare(i, n), direction=LT
+}}
+body {{
+  s = (s32[], f32[24,40], f32[56,40]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  h = f32[24,40] get-tuple-element(s), index=1
+  w = f32[56,40] get-tuple-element(s), index=2
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  {weight}
+  d = f32[24,56] dot(h, {b}), lhs_contracting_dims={{1}}, rhs_contracting_dims={{1}}
+  hd = f32[24,40] slice(d), slice={{[0:24], [8:48]}}
+  h2 = f32[24,40] tanh(hd)
+  ROOT t = (s32[], f32[24,40], f32[56,40]) tuple(j, h2, {next_w})
+}}"""
+
+
+@pytest.mark.parametrize("weight,b,next_w,packs", [
+    ("", "w", "w", 1),                                      # the loop passes w through
+    ("k = f32[56,40] constant({...})", "k", "w", 1),        # a constant of the body
+    ("half = f32[] constant(0.5)\n  hb = f32[56,40] broadcast(half), dimensions={}\n"
+     "  w2 = f32[56,40] multiply(w, hb)", "w", "w2", 0),    # the loop changes it
+])
+def test_a_loop_invariant_gemm_operand_is_packed_once_per_call(weight, b, next_w, packs):
+    """x @ W^T in a loop body (an RNN step, its gradient): a B operand the loop never
+    changes is packed into panels once, before the loop (loop_packing.py), not once per
+    iteration; the dot runs every iteration on those panels. A weight the loop updates is
+    packed where it is used."""
+    text = module("""
+        h0 = f32[24,40] parameter(0)
+        w0 = f32[56,40] parameter(1)
+        zero = s32[] constant(0)
+        init = (s32[], f32[24,40], f32[56,40]) tuple(zero, h0, w0)
+        loop = (s32[], f32[24,40], f32[56,40]) while(init), condition=cond, body=body
+        ROOT h = f32[24,40] get-tuple-element(loop), index=1""",
+                  RNN_STEP.format(weight=weight, b=b, next_w=next_w))
+    parsed = hlo_opt.parse(text)
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal((24, 40)).astype(np.float32),
+            (rng.standard_normal((56, 40)) / 6).astype(np.float32)]
+    (got,), (want,) = run_both(parsed, args)
+    assert_matches(got, want, 64, "h", atol=1e-5)
+    rows = hlo_opt.compile(parsed).profile(args, calls=2)
+    calls = {label.split(" ")[0]: n for label, _, n, _ in rows}
+    assert sum(n for label, n in calls.items() if label.endswith(".pack")) == packs
+    assert calls["d"] == 7                                  # the dot, every iteration
+
+
+def test_loop_invariant_batched_operand_is_packed_once_per_batch_and_panel():
+    """Batched x @ W^T over 3 batches, 70 columns (partial last panel): the panels packed
+    before the loop are found batch by batch."""
+    state = "(s32[], f32[3,20,40], f32[3,70,40])"
+    text = module(f"""
+        h0 = f32[3,20,40] parameter(0)
+        w0 = f32[3,70,40] parameter(1)
+        zero = s32[] constant(0)
+        init = {state} tuple(zero, h0, w0)
+        loop = {state} while(init), condition=cond, body=body
+        ROOT h = f32[3,20,40] get-tuple-element(loop), index=1""", f"""
+cond {{
+  s = {state} parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant(4)
+  ROOT c = pred[] compare(i, n), direction=LT
+}}
+body {{
+  s = {state} parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  h = f32[3,20,40] get-tuple-element(s), index=1
+  w = f32[3,70,40] get-tuple-element(s), index=2
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  d = f32[3,20,70] dot(h, w), lhs_batch_dims={{0}}, rhs_batch_dims={{0}}, lhs_contracting_dims={{2}}, rhs_contracting_dims={{2}}
+  t = f32[3,20,70] tanh(d)
+  h2 = f32[3,20,40] slice(t), slice={{[0:3], [0:20], [3:43]}}
+  ROOT r = {state} tuple(j, h2, w)
+}}""")
+    rng = np.random.default_rng(1)
+    args = [rng.standard_normal((3, 20, 40)).astype(np.float32),
+            (rng.standard_normal((3, 70, 40)) / 6).astype(np.float32)]
+    (got,), (want,) = run_both(text, args)
+    assert_matches(got, want, 64, "h", atol=1e-5)
+    rows = hlo_opt.compile(text).profile(args, calls=2)
+    assert [n for label, _, n, _ in rows if ".pack " in label] == [1]

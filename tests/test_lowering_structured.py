@@ -106,6 +106,44 @@ def test_dot_reads_fused_transpose_and_convert():
           rel=1e-5)
 
 
+@pytest.mark.parametrize("t", ["f32", "f64", "bf16"])
+@pytest.mark.parametrize("m,n,k", [(13, 33, 17), (12, 32, 16), (1, 65, 300), (50, 7, 129)])
+@pytest.mark.parametrize("lhs_k,rhs_k", [(1, 0), (0, 0), (1, 1), (0, 1)])
+def test_dot_of_transposed_operands_at_panel_edges(t, m, n, k, lhs_k, rhs_k):
+    """Operands read straight from memory are packed by vectors (gemm_pack.py): along the
+    panel where its rows are contiguous, in transposed lanes x lanes blocks where K is
+    (x^T y, x y^T): sizes one past, at and below the micro-tile and vector widths."""
+    lhs = f"{t}[{m},{k}]" if lhs_k == 1 else f"{t}[{k},{m}]"
+    rhs = f"{t}[{k},{n}]" if rhs_k == 0 else f"{t}[{n},{k}]"
+    check(module(f"""
+        x = {lhs} parameter(0)
+        y = {rhs} parameter(1)
+        ROOT d = {t}[{m},{n}] dot(x, y), lhs_contracting_dims={{{lhs_k}}}, rhs_contracting_dims={{{rhs_k}}}"""),
+          rel=1e-6)
+
+
+def test_batched_dot_with_merged_free_dims_and_transposed_operands():
+    """Batch dims outermost, two free dims that merge into one strided run (x), K
+    contiguous in y: both packed by vectors, batch by batch."""
+    check(module("""
+        x = f32[3,20,4,6] parameter(0)
+        y = f32[3,37,20] parameter(1)
+        ROOT d = f32[3,4,6,37] dot(x, y), lhs_batch_dims={0}, lhs_contracting_dims={1}, rhs_batch_dims={0}, rhs_contracting_dims={2}"""),
+          rel=1e-6)
+
+
+def test_dot_of_a_reshaped_input_reads_its_buffer():
+    """A scan's step slice squeezed by a reshape is packed from the sliced buffer, in its
+    row-major order, like the input itself."""
+    check(module("""
+        x = f32[64,1,40] parameter(0)
+        y = f32[2,32,5,8] parameter(1)
+        xs = f32[64,40] reshape(x)
+        ys = f32[64,40] reshape(y)
+        ROOT d = f32[40,40] dot(xs, ys), lhs_contracting_dims={0}, rhs_contracting_dims={0}"""),
+          rel=1e-6)
+
+
 def test_large_dot_runs_on_threads():
     from hlo_opt.lowering.runtime import kernel_for
     from hlo_opt.targets import cpu_facts
@@ -251,7 +289,7 @@ def _with_denormals(shape, rng, share=0.3):
                 "window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f", "f32[2,7,7,8]"),
 ])
 def test_gemm_over_denormal_operands_equals_the_interpreter(text):
-    """Packing reads denormal operands as zero (emit_dot.flush_denormal): each product it
+    """Packing reads denormal operands as zero (vector_ops.flush_denormal): each product it
     drops is below 2^-126 times the other factor, far inside the tolerance of a sum of
     normal products."""
     module_ = hlo_opt.parse(text)

@@ -1,16 +1,22 @@
 """`hlo-opt`: read an HLO module, optimize it, print it (stdout or -o, written atomically):
 as HLO text, or with --emit=llvm|asm|ptx as the LLVM IR or assembly of its kernels: host code
-for the CPU, NVPTX IR and PTX for --target=gpu."""
+for the CPU, NVPTX IR and PTX for --target=gpu. With --target=tpu the text carries XLA's TPU
+tiled layouts (targets/tpu_layout.py), --stats adds the TPU model's per-kernel table and
+--report=PATH writes it as JSON (targets/tpu_report.py)."""
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import warnings
 
 from .. import optimize
 from ..errors import HloError
 from ..targets import TARGETS
-from .cli import about, input_name, load_module, main_guard, write_text
+from ..targets.tpu import TpuCostModel
+from ..targets.tpu_generations import GENERATIONS
+from ..targets.tpu_report import tpu_report
+from .cli import about, input_name, load_module, main_guard, write_atomically, write_text
 
 
 def build_arg_parser() -> argparse.ArgumentParser:
@@ -47,6 +53,11 @@ def build_arg_parser() -> argparse.ArgumentParser:
                         "(asm and ptx are the same there) of its GPU kernels")
     p.add_argument("--gpu-arch", default=None, metavar="sm_XX",
                    help="GPU architecture of --emit for --target=gpu (default: sm_90)")
+    p.add_argument("--tpu-gen", default=None, metavar="|".join(GENERATIONS),
+                   help="TPU generation --target=tpu models (default: v5e); with --stats "
+                        "the per-kernel table of the TPU model follows the summary")
+    p.add_argument("--report", metavar="PATH",
+                   help="with --target=tpu: write the TPU model's per-kernel report as JSON")
     return p
 
 
@@ -78,15 +89,30 @@ def main(argv=None) -> int:
         raise HloError("--time-limit and --node-limit must be positive")
     if args.target != "gpu" and (args.emit == "ptx" or args.gpu_arch):
         raise HloError("--emit=ptx and --gpu-arch need --target=gpu")
+    if args.target != "tpu" and (args.tpu_gen or args.report):
+        raise HloError("--tpu-gen and --report need --target=tpu")
+    if args.tpu_gen is not None and args.tpu_gen not in GENERATIONS:
+        raise HloError(f"--tpu-gen: unknown TPU generation '{args.tpu_gen}' "
+                       f"(known: {', '.join(GENERATIONS)})")
     module, _ = load_module(args.input, verify=not args.no_verify)
     with about(input_name(args.input), verified=not args.no_verify):
         out, report = optimize(module, args.rules or ["default"], args.fp_mode, args.target,
                                args.time_limit, args.node_limit, stats=True,
-                               fusion=not args.no_fusion, verify=False)
+                               fusion=not args.no_fusion, verify=False, tpu_gen=args.tpu_gen)
+        tpu_model = TpuCostModel(args.tpu_gen) if args.target == "tpu" else None
+        if tpu_model is not None and args.emit == "hlo":
+            from ..targets.tpu_layout import assign_layouts
+            out = assign_layouts(out, tpu_model)
         text = out.to_text(metadata=not args.no_metadata) if args.emit == "hlo" else \
             emit_code(out, args.emit, args.target, args.gpu_arch)
+        tpu = tpu_report(out, tpu_model) \
+            if tpu_model is not None and (args.stats or args.report) else None
     if args.stats:
         print(report.summary(), file=sys.stderr)
+        if tpu is not None:
+            print(tpu.table(), file=sys.stderr)
+    if args.report:
+        write_atomically(args.report, (json.dumps(tpu.as_json(), indent=1) + "\n").encode())
     write_text(args.output, text)
     return 0
 

@@ -1,0 +1,163 @@
+"""Packing a dot operand that the kernel reads from memory with vector loads.
+
+Element by element (emit_dot._pack), packing costs index arithmetic and a scalar load,
+convert and store per element: 1-2 ns, as much as the micro-kernel's multiply-adds that
+element feeds in a GEMM with few rows, and a transposed operand (K contiguous, the usual
+weight-gradient and `x @ W^T` shapes) packed slowest. When the operand is one of the
+kernel's input buffers and its free dimensions, like its contracting ones, collapse into one
+evenly strided dimension each, every panel row is a strided run (`Strided`): packing loads
+vectors along the panel's width where they are contiguous (or gathers them), and where K is
+contiguous instead loads lanes x lanes blocks along K and transposes them in registers
+(vector_ops.transpose). Masked loads give the zero padding of partial panels. A reshape
+of an input buffer (a scan's slice squeezed) reads that buffer.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from llvmlite import ir
+
+from ..targets import cpu_facts
+from .emit_loops import delinearize, for_range
+from .ltypes import I1, I64, ElemType
+from .vector_ops import flush_denormal, iota, load_run, masked_store, splat, transpose
+
+
+@dataclass(frozen=True)
+class Strided:
+    """Where element (batch b, free f, contracting k) of a row-major operand lies:
+    base(b) + f*free + k*contracting (elements)."""
+    operand: object               # the Instruction read
+    batch_dims: tuple             # its batch dimensions, outermost first
+    free: int
+    contracting: int
+
+    @classmethod
+    def of(cls, operand, bdims, fdims, cdims) -> "Strided | None":
+        """The operand's layout as the GEMM sees it, or None where a group of its free or
+        contracting dimensions is not one evenly strided run (a fused transpose of them)."""
+        dims = operand.shape.dims
+        strides = [math.prod(dims[d + 1:]) for d in range(len(dims))]
+        free, contracting = _stride(dims, strides, fdims), _stride(dims, strides, cdims)
+        if free is None or contracting is None:
+            return None
+        return cls(operand, tuple(bdims), free, contracting)
+
+    def base(self, b, bi):
+        dims = self.operand.shape.dims
+        coords = delinearize(b, bi, [dims[d] for d in self.batch_dims])
+        at = I64(0)
+        for d, c in zip(self.batch_dims, coords):
+            at = b.add(at, b.mul(I64(c) if isinstance(c, int) else c,
+                                 I64(math.prod(dims[d + 1:]))))
+        return at
+
+
+def _stride(dims, strides, group) -> int | None:
+    """The stride of the group's linear index, if its non-unit dims are one row-major run."""
+    run = [d for d in group if dims[d] != 1]
+    for outer, inner in zip(run, run[1:]):
+        if strides[outer] != strides[inner] * dims[inner]:
+            return None
+    return strides[run[-1]] if run else 0
+
+
+def strided_packer(layout: Strided | None, acc: ElemType):
+    """emit_dot's packer hook for an operand with this layout: (gen) -> pack(bi, start,
+    count, p0, kcur, dst, width), or None where packing goes element by element (the
+    operand is computed in the kernel, or stored in a type that is not widened to `acc`)."""
+    def packer(gen):
+        source = _stored(gen, layout.operand) if layout else None
+        if source is None or source.et.name not in ("f32", "f64", "bf16", "f16") or \
+                source.et.compute != acc.compute:
+            return None
+
+        def pack(bi, start, count, p0, kcur, dst, width):
+            _pack(gen.b, source, layout, acc, bi, start, count, p0, kcur, dst, width)
+        return pack
+    return packer
+
+
+def _stored(gen, operand):
+    """The buffer holding `operand` in row-major order: its own, or that of the array it
+    reshapes (the same elements in the same order)."""
+    while id(operand) not in gen.sources and operand.opcode == "reshape":
+        operand = operand.operands[0]
+    return gen.sources.get(id(operand))
+
+
+def _pack(b, source, layout: Strided, acc: ElemType, bi, start, count, p0, kcur, dst,
+          width: int) -> None:
+    """Rows [start, start + count) (along the free dims) and K [p0, p0 + kcur) into panels
+    of `width` rows, dst[(panel*kcur + p)*width + j] (emit_dot._pack's layout), zero past
+    `count`. Reads follow the operand's contiguous direction: a panel at a time, K block by
+    K block, where K is contiguous; else one K step across every panel at a time (a panel
+    at a time would touch a new page per step)."""
+    lanes = cpu_facts.vector_isa() // acc.bits
+    panels = b.udiv(b.add(count, I64(width - 1)), I64(width))
+    base = b.add(layout.base(b, bi), b.mul(p0, I64(layout.contracting)))
+    base = b.add(base, b.mul(start, I64(layout.free)))
+
+    def panel_at(panel):
+        first = b.mul(panel, I64(width))
+        return (b.add(base, b.mul(first, I64(layout.free))), b.sub(count, first),
+                b.gep(dst, [b.mul(first, kcur)], inbounds=True, source_etype=acc.compute))
+
+    if layout.contracting == 1 and layout.free != 1:
+        with for_range(b, 0, panels, "gpanel", vectorize=False) as panel:
+            _pack_transposing(b, source, layout, acc, *panel_at(panel), kcur, width, lanes)
+        return
+    with for_range(b, 0, kcur, "gp", vectorize=False) as p:
+        with for_range(b, 0, panels, "gpanel", vectorize=False) as panel:
+            at, rows, out = panel_at(panel)
+            row = b.add(at, b.mul(p, I64(layout.contracting)))
+            for g in range(0, width, lanes):
+                lane = b.add(splat(b, I64(g), lanes), iota(lanes))
+                mask = b.icmp_signed("<", lane, splat(b, rows, lanes))
+                v = flush_denormal(b, load_run(b, source, row, I64(g), lane, layout.free, mask,
+                                               lanes))
+                _store(b, v, _at(b, out, acc, b.add(b.mul(p, I64(width)), I64(g))),
+                       width - g, None, acc)
+
+
+def _pack_transposing(b, source, layout, acc, at, rows, out, kcur, width, lanes) -> None:
+    """One panel with K contiguous: per `lanes` steps of K, a lanes x lanes block of rows
+    (each a vector along K) transposed in registers into `lanes` vectors of one K step each."""
+    chunks = b.udiv(b.add(kcur, I64(lanes - 1)), I64(lanes))
+    with for_range(b, 0, chunks, "gq", vectorize=False) as q:
+        c0 = b.mul(q, I64(lanes))
+        lane = b.add(splat(b, c0, lanes), iota(lanes))
+        in_k = b.icmp_signed("<", lane, splat(b, kcur, lanes))
+        left = b.sub(kcur, c0)                       # K steps of this chunk in the block
+        for g in range(0, width, lanes):
+            vecs = []
+            for r in range(lanes):
+                if g + r >= width:
+                    vecs.append(ir.Constant(ir.VectorType(acc.compute, lanes), None))
+                    continue
+                on = b.and_(in_k, splat(b, b.icmp_signed("<", I64(g + r), rows), lanes))
+                row = b.add(at, I64((g + r) * layout.free))
+                vecs.append(flush_denormal(b, load_run(b, source, row, c0, lane, 1, on, lanes)))
+            for c, v in enumerate(transpose(b, vecs)):
+                step = b.add(c0, I64(c))
+                _store(b, v, _at(b, out, acc, b.add(b.mul(step, I64(width)), I64(g))),
+                       width - g, b.icmp_signed("<", I64(c), left), acc)
+
+
+def _at(b, out, acc, offset):
+    return b.gep(out, [offset], inbounds=True, source_etype=acc.compute)
+
+
+def _store(b, v, ptr, room: int, keep, acc: ElemType) -> None:
+    """Store the vector's first `room` lanes (all if it has no more), only if `keep` (None:
+    always)."""
+    lanes = v.type.count
+    if room >= lanes and keep is None:
+        b.store(v, ptr, align=acc.nbytes)
+        return
+    mask = ir.Constant(ir.VectorType(I1, lanes), [j < room for j in range(lanes)])
+    if keep is not None:
+        mask = b.and_(mask, splat(b, keep, lanes))
+    masked_store(b, v, ptr, mask)
+
