@@ -38,7 +38,7 @@ from . import jit
 from .emit_loops import Index, delinearize, for_range, placed
 from .gemm_pack import Strided, strided_packer
 from .intrinsics import call, declare
-from .ltypes import I1, I64, PTR, VOID, ElemType, elem, load, opaque, store
+from .ltypes import I1, I32, I64, PTR, VOID, ElemType, elem, load, opaque, store
 from .vector_ops import flush_denormal, splat as _splat
 
 @dataclass
@@ -448,9 +448,11 @@ def micro_kernel(acc: ElemType) -> str:
 
     C[i, j] (= or +=, per `first`) sum_p A[p*MR + i] * B[p*NR + j] for i < rows, j < cols:
     MR x NR/W vector accumulators, per p one broadcast of A per row and NR/W vector loads of
-    B, fused multiply-adds; full tiles store whole vectors. The sum runs in chains of at most
-    cpu_facts.GEMM_CHAIN steps, each added to C: one FMA chain over a deep K (768) made
-    errors ~30% above BLAS's, whose K blocks are a few hundred deep, at ~1% of the time."""
+    B, fused multiply-adds, and a prefetch of B's row GEMM_PREFETCH_STEPS ahead (its
+    micro-panel does not stay in L1: `_prefetch_b`); full tiles store whole vectors. The sum
+    runs in chains of at most cpu_facts.GEMM_CHAIN steps, each added to C: one FMA chain
+    over a deep K (768) made errors ~30% above BLAS's, whose K blocks are a few hundred
+    deep, at ~1% of the time."""
     mr, nr, lanes = cpu_facts.gemm_tile(acc.bits)
     name = f"gemm_micro_{acc.name}_{mr}x{nr}"
     mod = jit.new_module(name)
@@ -489,6 +491,7 @@ def _chain(b, accs, tile, ap, bp, p_lo, p_hi, c, ldc, rows, cols, first, acc: El
         for slot in row:
             b.store(ir.Constant(vt, None), slot)
     with for_range(b, p_lo, p_hi, "p", vectorize=False) as p:
+        _prefetch_b(b, bp, p, nr, acc)
         bvs = [b.load(b.gep(bp, [b.add(b.mul(p, I64(nr)), I64(v * lanes))], inbounds=True,
                             source_etype=t), typ=vt, align=acc.nbytes) for v in range(nv)]
         for i in range(mr):
@@ -519,6 +522,18 @@ def _chain(b, accs, tile, ap, bp, p_lo, p_hi, c, ldc, rows, cols, first, acc: El
                     ptr = b.gep(c, [b.add(b.mul(ldc, i), j)], inbounds=True, source_etype=t)
                     old = b.load(ptr, typ=t)
                     b.store(b.select(first, x, b.fadd(old, x)), ptr)
+
+
+def _prefetch_b(b, bp, p, nr: int, acc: ElemType) -> None:
+    """Prefetch (into L1) the cache lines of the B panel's row cpu_facts.GEMM_PREFETCH_STEPS
+    steps of K after p. Past the panel's end it names other memory of the workspace or none:
+    a prefetch never faults."""
+    prefetch = declare(b.module, "llvm.prefetch.p0", VOID, [PTR, I32, I32, I32])
+    row = b.mul(b.add(p, I64(cpu_facts.GEMM_PREFETCH_STEPS)), I64(nr))
+    per_line = 64 // acc.nbytes
+    for j in range(0, nr, per_line):
+        at = b.gep(bp, [b.add(row, I64(j))], source_etype=acc.compute)
+        b.call(prefetch, [at, I32(0), I32(3), I32(1)])     # read, keep in L1, data
 
 
 # ------------------------------------------------------------------------------- dot

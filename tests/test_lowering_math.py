@@ -18,7 +18,7 @@ from lowering_helpers import ulp_distance
 FUNCTIONS = {
     "exponential": (2, np.exp, "any"), "log": (1, np.log, "positive"),
     "log-plus-one": (3, np.log1p, "above -1"), "exponential-minus-one": (3, np.expm1, "any"),
-    "tanh": (2, np.tanh, "any"), "logistic": (3, lambda x: 1 / (1 + np.exp(-x)), "any"),
+    "tanh": (1.5, np.tanh, "any"), "logistic": (3, lambda x: 1 / (1 + np.exp(-x)), "any"),
     "erf": (1.5, np.vectorize(math.erf), "any"),
 }
 SPECIAL = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-40, -1e-40, 88.7, 89.0, -87.3, -103.9,
@@ -58,6 +58,35 @@ def test_transcendental_accuracy(op):
     worst = int(np.argmax(error))
     assert error[worst] <= ulps, (f"{op}({x[worst]!r}) = {got[worst]!r}, reference "
                                   f"{want[worst]!r}: {error[worst]:.2f} ulp")
+
+
+def _f32_bit_patterns(stride: int) -> np.ndarray:
+    """Every `stride`-th f32 bit pattern from +0 to +inf, and their negatives: every binade,
+    denormals included, about evenly within each."""
+    x = np.arange(0, 0x7F800001, stride, dtype=np.uint32).view(np.float32)
+    return np.concatenate([x, -x])
+
+
+def test_tanh_over_every_binade_and_the_ends_of_its_pieces():
+    """Every 997th f32 bit pattern of both signs, and the neighbours of where tanh changes
+    method (0.625), clamps its argument (10) and rounds to 1 (9.01): within its 1.5 ulp;
+    ±0 keep their sign, ±inf give ±1, NaN stays NaN."""
+    ends = np.array([0.625, 10.0, 9.010913], np.float32)
+    near = np.concatenate([ends, np.nextafter(ends, np.float32(0)),
+                           np.nextafter(ends, np.float32(np.inf))])
+    x = np.concatenate([_f32_bit_patterns(997), near, -near])
+    got = hlo_opt.compile(unary("tanh", "f32", x.size))(x)[0]
+    want = np.tanh(x.astype(np.float64))
+    with np.errstate(all="ignore"):
+        error = np.minimum(ulp_distance(got, want.astype(np.float32)), np.abs(
+            got - want) / np.spacing(np.abs(want).astype(np.float32)).astype(np.float64))
+    worst = int(np.argmax(error))
+    assert error[worst] <= 1.5, f"tanh({x[worst]!r}) = {got[worst]!r}, reference {want[worst]!r}"
+    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan], np.float32)
+    got = hlo_opt.compile(unary("tanh", "f32", special.size))(special)[0]
+    assert np.array_equal(got[:4], [0.0, -0.0, 1.0, -1.0])
+    assert np.array_equal(np.signbit(got[:4]), [False, True, False, True])
+    assert np.isnan(got[4])
 
 
 @pytest.mark.parametrize("flush", [False, True])

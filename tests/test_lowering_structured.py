@@ -75,6 +75,27 @@ def test_dot(lhs, rhs, dims, out):
         ROOT d = {out} dot(x, y), {dims}"""), rel=1e-6)
 
 
+@pytest.mark.parametrize("m, k, n, dtype", [
+    (13, 257, 17, "f32"),       # one full and one ragged tile each way; K past one FMA chain
+    (25, 1601, 35, "f32"),      # K in three blocks (partial sums kept in C)
+    (97, 300, 50, "f32"),       # rows past a block of A
+    (11, 1601, 21, "bf16"),     # K blocks summed in a stack tile, rounded once
+    (7, 513, 9, "f64"),
+])
+def test_packed_gemm_off_the_micro_tile(m, k, n, dtype):
+    """M, N, K no multiples of any ISA's micro-tile (MR 6 or 12, NR 16 or 32 f32 lanes) nor of
+    the chain or K block: every ragged edge of the micro-kernel, whose B prefetch also
+    reaches past its panel, equals the interpreter. tests/test_native_portability.py runs
+    this for AVX2 (haswell) too."""
+    from hlo_opt.lowering.emit_dot import dot_gemm
+    text = module(f"""
+        x = {dtype}[{m},{k}] parameter(0)
+        y = {dtype}[{k},{n}] parameter(1)
+        ROOT d = {dtype}[{m},{n}] dot(x, y), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}""")
+    assert dot_gemm(hlo_opt.parse(text).entry.root).packed()
+    check(text, rel=1e-5)
+
+
 def test_dot_reads_fused_transpose_and_convert():
     check(module("""
         x = bf16[32,48] parameter(0)

@@ -208,6 +208,24 @@ def test_baseline_x86_64_code_computes_what_the_interpreter_does():
                                              "-k", "not representative"]))
 
 
+def _host_has(*features: str) -> bool:
+    host = llvm.get_host_cpu_features()
+    return all(host.get(f, False) for f in features)
+
+
+@on_x86_64
+@parent_only
+@pytest.mark.skipif(platform.machine() in ("x86_64", "AMD64") and not _host_has("avx2", "fma"),
+                    reason="runs AVX2 code")
+def test_avx2_code_computes_gemms_and_tanh_as_the_interpreter_does():
+    """Code for haswell (AVX2, 16 vector registers: its own micro-tile and math code paths)
+    run on this machine: GEMMs at every ragged edge of the micro-tile and the dot tests, and
+    tanh within its documented ulps."""
+    _passes("haswell", _pytest_for("haswell", [
+        "tests/test_lowering_structured.py", "tests/test_lowering_math.py",
+        "-k", "test_dot or off_the_micro_tile or tanh"]))
+
+
 def _pytest_for(cpu: str, tests: list[str]) -> subprocess.Popen:
     """pytest on `tests` in a process generating code for `cpu` (compiling in that
     process: the runs go in parallel)."""
