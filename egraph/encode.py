@@ -21,25 +21,16 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..ir import ELIDED, Computation, Instruction
-from ..ops import OPS
+from ..ops import OPS, never_merged
 from ..shape import AnyShape, Shape
 from .callees import Callees
 from .constants import canonical_scalar_text
 from .terms import RestTable, attr_text, schema_fields, type_extra, type_text
 
-NEVER_MERGED = frozenset({
-    "rng", "rng-get-and-update-state", "infeed", "outfeed", "send", "send-done", "recv",
-    "recv-done"} | {name for name, info in OPS.items() if info.category == "collective"})
-
 INLINED = {"call": "to_apply", "fusion": "calls"}
 
 # Callers whose sub-computations are optimized too (same e-graph, interface unchanged).
 OPTIMIZED_CALLERS = frozenset({"while", "conditional"})
-
-
-def never_merged(inst: Instruction) -> bool:
-    return inst.opcode in NEVER_MERGED or (
-        inst.opcode == "custom-call" and inst.attrs.get("custom_call_has_side_effect") is True)
 
 
 def is_leaf(opcode: str) -> bool:
@@ -127,7 +118,7 @@ class Encoding:
             return self.operands[operands[0]][inst.attrs["index"]]
         if op == "constant":
             return self._constant(inst)
-        if never_merged(inst):
+        if never_merged(inst.opcode, inst.attrs):
             self._unique += 1
             row = self._term(inst, tuple(operands), key=-self._unique, unique=self._unique)
             self._part.keep_alive.append(row)

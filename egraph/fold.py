@@ -29,12 +29,12 @@ import numpy as np
 
 from .. import evaluate
 from ..ir import ELIDED, Computation, Instruction, Module
-from ..ops import OPS, is_elementwise
+from ..ops import NEVER_MERGED, OPS, is_elementwise
 from ..shape import Shape
 from . import schema
 from .callees import Callees
 from .constants import canonical_scalar_text, scalar_from_text
-from .encode import NEVER_MERGED, Encoding, splat_value
+from .encode import Encoding, splat_value
 from .frozen import Values, no_gc
 from .ingest import run_commands
 from ..rule_compiler.guard_ir import guards_hold

@@ -4,7 +4,8 @@
 
 `optimize` runs the same partition after extraction, with its rule set's declarations; both
 fuse the entry and the computations its control flow runs (hlo_opt.kernels), with calls
-inlined and only what the results need (as extraction leaves them: `flattened`). The default
+inlined and only what the results need (as extraction leaves them: `flattened`); `fuse` also
+merges equal instructions first (merge_equal.py), as the e-graph does for `optimize`. The default
 declarations live in rules/default/fusion.rules; they are read once per process.
 """
 from __future__ import annotations
@@ -17,6 +18,7 @@ from ..ir import Computation, Instruction, Module
 from ..kernels import executed_computations
 from ..ops import CONTROL
 from ..targets import cost_model
+from .merge_equal import merge_equal
 from .outline import clone, fuse_module, unique_local
 from .policy import FusionPolicy
 
@@ -40,7 +42,10 @@ def default_policy(target: str = "cpu") -> FusionPolicy:
 def fuse(module: Module, target: str = "cpu") -> Module:
     """`module` with its kernels formed as `fusion` instructions (a new Module)."""
     module = flattened(module)
-    return fuse_module(module, executed_computations(module), default_policy(target),
+    executed = executed_computations(module)
+    for comp in executed:       # flattened's copies: changing them leaves `module` alone
+        merge_equal(comp)
+    return fuse_module(module, executed, default_policy(target),
                        cost_model(target))
 
 

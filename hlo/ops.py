@@ -219,6 +219,19 @@ TUPLE_OPS = frozenset({"tuple", "get-tuple-element"})
 ORDERING = frozenset({"after-all", "opt-barrier", "add-dependency", "domain"})
 # Control flow: its called computations' instructions do the work.
 CONTROL = frozenset({"while", "conditional", "call"})
+
+# Opcodes whose two instances are two events (random draws, I/O, communication): equal
+# instances must stay two instructions (the e-graph and the fusion stage's merging ask).
+NEVER_MERGED = frozenset({
+    "rng", "rng-get-and-update-state", "infeed", "outfeed", "send", "send-done", "recv",
+    "recv-done"} | {name for name, info in OPS.items() if info.category == "collective"})
+
+
+def never_merged(opcode: str, attrs: dict) -> bool:
+    """Must two equal instructions of `opcode` (with `attrs`) stay apart? Also a custom-call
+    declared to have side effects."""
+    return opcode in NEVER_MERGED or (
+        opcode == "custom-call" and attrs.get("custom_call_has_side_effect") is True)
 # Ops the host runs between kernels: they pass buffers around or call computations.
 HOST_OPS = frozenset({"parameter"}) | TUPLE_OPS | CONTROL | ORDERING
 # Instructions that are not kernels when a module runs: host ops, views, constants (data

@@ -9,18 +9,22 @@ evenly strided dimension each, every panel row is a strided run (`Strided`): pac
 vectors along the panel's width where they are contiguous (or gathers them), and where K is
 contiguous instead loads lanes x lanes blocks along K and transposes them in registers
 (vector_ops.transpose). Masked loads give the zero padding of partial panels. A reshape
-of an input buffer (a scan's slice squeezed) reads that buffer.
+of an input buffer (a scan's slice squeezed) reads that buffer. The packing loops are
+shared functions the kernels call (`pack_function`), not code of each kernel.
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
 from llvmlite import ir
 
 from ..targets import cpu_facts
+from . import jit
 from .emit_loops import delinearize, for_range
-from .ltypes import I1, I64, ElemType
+from .intrinsics import declare
+from .ltypes import I1, I64, PTR, VOID, ElemType
 from .vector_ops import flush_denormal, iota, load_run, masked_store, splat, transpose
 
 
@@ -66,7 +70,8 @@ def _stride(dims, strides, group) -> int | None:
 def strided_packer(layout: Strided | None, acc: ElemType):
     """emit_dot's packer hook for an operand with this layout: (gen) -> pack(bi, start,
     count, p0, kcur, dst, width), or None where packing goes element by element (the
-    operand is computed in the kernel, or stored in a type that is not widened to `acc`)."""
+    operand is computed in the kernel, or stored in a type that is not widened to `acc`).
+    The packing itself is a shared function (`pack_function`) the kernel calls."""
     def packer(gen):
         source = _stored(gen, layout.operand) if layout else None
         if source is None or source.et.name not in ("f32", "f64", "bf16", "f16") or \
@@ -74,7 +79,13 @@ def strided_packer(layout: Strided | None, acc: ElemType):
             return None
 
         def pack(bi, start, count, p0, kcur, dst, width):
-            _pack(gen.b, source, layout, acc, bi, start, count, p0, kcur, dst, width)
+            b = gen.b
+            fn = declare(b.module, pack_function(source.et, acc, width, _order(layout)),
+                         VOID, PACK_ARGS)
+            base = b.add(layout.base(b, bi), b.mul(p0, I64(layout.contracting)))
+            base = b.add(base, b.mul(start, I64(layout.free)))
+            b.call(fn, [source.ptr, base, count, kcur, dst, I64(layout.free),
+                        I64(layout.contracting)])
         return pack
     return packer
 
@@ -87,41 +98,87 @@ def _stored(gen, operand):
     return gen.sources.get(id(operand))
 
 
-def _pack(b, source, layout: Strided, acc: ElemType, bi, start, count, p0, kcur, dst,
-          width: int) -> None:
-    """Rows [start, start + count) (along the free dims) and K [p0, p0 + kcur) into panels
-    of `width` rows, dst[(panel*kcur + p)*width + j] (emit_dot._pack's layout), zero past
-    `count`. Reads follow the operand's contiguous direction: a panel at a time, K block by
-    K block, where K is contiguous; else one K step across every panel at a time (a panel
-    at a time would touch a new page per step)."""
+@dataclass(frozen=True)
+class _Buffer:
+    """What load_run reads: the pack function's source pointer and its stored type."""
+    ptr: object
+    et: ElemType
+
+
+# The orders packing reads an operand in, by its strides: K contiguous (loads along K,
+# transposed in registers), the panel's rows contiguous, or neither (gathers).
+TRANSPOSING, ALONG_ROWS, GATHERING = "t", "r", "g"
+
+# pack(ptr source, i64 first, i64 count, i64 kcur, ptr dst, i64 free, i64 contracting)
+PACK_ARGS = [PTR, I64, I64, I64, PTR, I64, I64]
+
+
+def _order(layout: Strided) -> str:
+    if layout.contracting == 1 and layout.free != 1:
+        return TRANSPOSING
+    return ALONG_ROWS if layout.free == 1 else GATHERING
+
+
+@functools.lru_cache(maxsize=None)
+def pack_function(stored: ElemType, acc: ElemType, width: int, order: str) -> str:
+    """The packing function for one stored and accumulation type, panel width and read
+    order, compiled once per process and shared by every GEMM that packs such an operand
+    (its name; the JIT resolves it across modules, like emit_dot.micro_kernel): unrolled
+    over the panel's width and the register transpose it is kilobytes of IR, which each
+    kernel would otherwise carry and compile again (its IR is built once per process too).
+
+        gemm_pack_*(ptr source, i64 first, i64 count, i64 kcur, ptr dst, i64 free, i64 contracting)
+
+    packs `count` rows (element first + f*free + k*contracting of `source`, f < count,
+    k < kcur) into panels of `width` rows (see _pack)."""
     lanes = cpu_facts.vector_isa() // acc.bits
+    name = f"gemm_pack_{order}_{stored.name}_{acc.name}_{width}x{lanes}"
+    mod = jit.new_module(name)
+    fn = ir.Function(mod, ir.FunctionType(VOID, PACK_ARGS), name)
+    jit.tune(fn)
+    for a in (fn.args[0], fn.args[4]):
+        a.add_attribute("noalias")
+    ptr, first, count, kcur, dst, free, contracting = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    source = _Buffer(ptr, stored)
+    _pack(b, source, order, free, contracting, acc, first, count, kcur, dst, width, lanes)
+    b.ret_void()
+    jit.library(str(mod), [name])
+    return name
+
+
+def _pack(b, source, order: str, free, contracting, acc: ElemType, base, count, kcur, dst,
+          width: int, lanes: int) -> None:
+    """Rows [0, count) (along the free dims, from element `base` on) and K [0, kcur) into
+    panels of `width` rows, dst[(panel*kcur + p)*width + j] (emit_dot._pack's layout), zero
+    past `count`. Reads follow the operand's contiguous direction: a panel at a time, K
+    block by K block, where K is contiguous; else one K step across every panel at a time
+    (a panel at a time would touch a new page per step)."""
     panels = b.udiv(b.add(count, I64(width - 1)), I64(width))
-    base = b.add(layout.base(b, bi), b.mul(p0, I64(layout.contracting)))
-    base = b.add(base, b.mul(start, I64(layout.free)))
 
     def panel_at(panel):
         first = b.mul(panel, I64(width))
-        return (b.add(base, b.mul(first, I64(layout.free))), b.sub(count, first),
+        return (b.add(base, b.mul(first, free)), b.sub(count, first),
                 b.gep(dst, [b.mul(first, kcur)], inbounds=True, source_etype=acc.compute))
 
-    if layout.contracting == 1 and layout.free != 1:
+    if order == TRANSPOSING:
         with for_range(b, 0, panels, "gpanel", vectorize=False) as panel:
-            _pack_transposing(b, source, layout, acc, *panel_at(panel), kcur, width, lanes)
+            _pack_transposing(b, source, free, acc, *panel_at(panel), kcur, width, lanes)
         return
+    step = 1 if order == ALONG_ROWS else free
     with for_range(b, 0, kcur, "gp", vectorize=False) as p:
         with for_range(b, 0, panels, "gpanel", vectorize=False) as panel:
             at, rows, out = panel_at(panel)
-            row = b.add(at, b.mul(p, I64(layout.contracting)))
+            row = b.add(at, b.mul(p, contracting))
             for g in range(0, width, lanes):
                 lane = b.add(splat(b, I64(g), lanes), iota(lanes))
                 mask = b.icmp_signed("<", lane, splat(b, rows, lanes))
-                v = flush_denormal(b, load_run(b, source, row, I64(g), lane, layout.free, mask,
-                                               lanes))
+                v = flush_denormal(b, load_run(b, source, row, I64(g), lane, step, mask, lanes))
                 _store(b, v, _at(b, out, acc, b.add(b.mul(p, I64(width)), I64(g))),
                        width - g, None, acc)
 
 
-def _pack_transposing(b, source, layout, acc, at, rows, out, kcur, width, lanes) -> None:
+def _pack_transposing(b, source, free, acc, at, rows, out, kcur, width, lanes) -> None:
     """One panel with K contiguous: per `lanes` steps of K, a lanes x lanes block of rows
     (each a vector along K) transposed in registers into `lanes` vectors of one K step each."""
     chunks = b.udiv(b.add(kcur, I64(lanes - 1)), I64(lanes))
@@ -137,7 +194,7 @@ def _pack_transposing(b, source, layout, acc, at, rows, out, kcur, width, lanes)
                     vecs.append(ir.Constant(ir.VectorType(acc.compute, lanes), None))
                     continue
                 on = b.and_(in_k, splat(b, b.icmp_signed("<", I64(g + r), rows), lanes))
-                row = b.add(at, I64((g + r) * layout.free))
+                row = b.add(at, b.mul(I64(g + r), free))
                 vecs.append(flush_denormal(b, load_run(b, source, row, c0, lane, 1, on, lanes)))
             for c, v in enumerate(transpose(b, vecs)):
                 step = b.add(c0, I64(c))

@@ -37,10 +37,11 @@ def flush_denormal(b, x):
     return b.select(b.fcmp_ordered("<", call(b, "llvm.fabs", [x]), tiny), zero, x)
 
 
-def load_run(b, source, base, c0, lane, step: int, mask, lanes: int):
+def load_run(b, source, base, c0, lane, step, mask, lanes: int):
     """Elements c0 .. c0 + lanes - 1 of a run of `source` (element e at base + e*step) where
     `mask` is set, 0 elsewhere, widened to the compute type; lanes off the mask read
-    nothing (their address may be off the array). `lane` is c0 + iota."""
+    nothing (their address may be off the array). `lane` is c0 + iota; `step` an int, or an
+    i64 value (then not 1)."""
     et = source.et
     vt = ir.VectorType(et.storage, lanes)
     nbytes = et.nbytes
@@ -50,8 +51,10 @@ def load_run(b, source, base, c0, lane, step: int, mask, lanes: int):
                      [PTR, I32, mask.type, vt])
         raw = b.call(fn, [ptr, I32(nbytes), mask, ir.Constant(vt, None)])
     else:
+        apart = ir.Constant(lane.type, [step * nbytes] * lanes) if isinstance(step, int) \
+            else splat(b, b.mul(step, I64(nbytes)), lanes)
         at = b.add(splat(b, b.add(b.ptrtoint(source.ptr, I64), b.mul(base, I64(nbytes))),
-                         lanes), b.mul(lane, ir.Constant(lane.type, [step * nbytes] * lanes)))
+                         lanes), b.mul(lane, apart))
         pt = ir.VectorType(PTR, lanes)
         fn = declare(b.module, f"llvm.masked.gather.{vname(vt)}.v{lanes}p0", vt,
                      [pt, I32, mask.type, vt])

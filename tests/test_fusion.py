@@ -595,3 +595,98 @@ ENTRY e {
     assert [i.opcode for i in out.entry.instructions] == ["parameter", "exponential"]
     x = np.array([0.5, -1.0], np.float32)
     np.testing.assert_array_equal(hlo_opt.evaluate(out, [x])[0], hlo_opt.evaluate(module, [x])[0])
+
+
+def merged(text: str) -> tuple[hlo_opt.Module, list[int]]:
+    """The flattened module with equal instructions merged, and how many each executed
+    computation lost."""
+    from hlo_opt.fusion.merge_equal import merge_equal
+    from hlo_opt.fusion.stage import flattened
+    from hlo_opt.kernels import executed_computations
+    module = flattened(hlo_opt.parse(text))
+    return module, [merge_equal(c) for c in executed_computations(module)]
+
+
+SOFTMAX_TRACED_TWICE = SOFTMAX.replace("  ROOT y = f32[64,256] divide(e, sb)", """\
+  ninf2 = f32[] constant(-inf), metadata={op_name="again"}
+  mx2 = f32[64] reduce(x, ninf2), dimensions={1}, to_apply=max_f32
+  mxb2 = f32[64,256] broadcast(mx2), dimensions={0}
+  d2 = f32[64,256] subtract(x, mxb2)
+  e2 = f32[64,256] exponential(d2)
+  ROOT y = f32[64,256] divide(e2, sb)""")
+
+
+def test_a_value_computed_twice_is_computed_once_before_kernels_form():
+    """JAX traces the softmax's maximum and exponentials twice; compile computes them once
+    (metadata aside, equal opcode, shape, attributes and operands are one value)."""
+    module, counts = merged(SOFTMAX_TRACED_TWICE)
+    assert counts == [5]            # the constant, reduce, broadcast, subtract, exponential
+    assert sorted(i.opcode for i in module.entry.instructions).count("exponential") == 1
+    x = np.random.default_rng(0).standard_normal((64, 256)).astype(np.float32)
+    expected = hlo_opt.evaluate(hlo_opt.parse(SOFTMAX_TRACED_TWICE), [x])[0]
+    np.testing.assert_allclose(hlo_opt.compile(SOFTMAX_TRACED_TWICE)(x)[0], expected,
+                               rtol=1e-6)
+    kernels = fuse(hlo_opt.parse(SOFTMAX_TRACED_TWICE))
+    assert [i.opcode for c in kernels.computations for i in c.instructions].count("reduce") == 2
+
+
+def test_random_draws_and_side_effects_are_never_merged():
+    module, counts = merged("""HloModule draws
+ENTRY e {
+  lo = f32[] constant(0)
+  hi = f32[] constant(1)
+  r1 = f32[16] rng(lo, hi), distribution=rng_uniform
+  r2 = f32[16] rng(lo, hi), distribution=rng_uniform
+  c1 = f32[16] custom-call(r1), custom_call_target="log", custom_call_has_side_effect=true
+  c2 = f32[16] custom-call(r1), custom_call_target="log", custom_call_has_side_effect=true
+  n1 = f32[16] negate(r1)
+  n2 = f32[16] negate(r1)
+  ROOT t = (f32[16], f32[16], f32[16], f32[16], f32[16], f32[16]) tuple(r1, r2, c1, c2, n1, n2)
+}""")
+    assert counts == [1]            # only the negates
+    opcodes = [i.opcode for i in module.entry.instructions]
+    assert opcodes.count("rng") == 2 and opcodes.count("custom-call") == 2
+    assert module.entry.root.operands[4] is module.entry.root.operands[5]
+
+
+def test_equal_instructions_merge_inside_loop_bodies_and_constants_by_value():
+    text = """HloModule loop
+cond {
+  s = (s32[], f32[8]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant(3)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+body {
+  s = (s32[], f32[8]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  v = f32[8] get-tuple-element(s), index=1
+  one = s32[] constant(1)
+  next = s32[] add(i, one)
+  v2 = f32[8] get-tuple-element(s), index=1
+  a = f32[8] sine(v)
+  b = f32[8] sine(v2)
+  half = f32[8] constant({0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5})
+  other = f32[8] constant({0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.25})
+  same = f32[8] constant({0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5})
+  ab = f32[8] add(a, b)
+  h = f32[8] multiply(ab, half)
+  o = f32[8] multiply(h, other)
+  w = f32[8] multiply(o, same)
+  ROOT t = (s32[], f32[8]) tuple(next, w)
+}
+ENTRY e {
+  x = f32[8] parameter(0)
+  zero = s32[] constant(0)
+  t = (s32[], f32[8]) tuple(zero, x)
+  l = (s32[], f32[8]) while(t), condition=cond, body=body
+  ROOT r = f32[8] get-tuple-element(l), index=1
+}"""
+    module, counts = merged(text)
+    body = next(i for i in module.entry.instructions if i.opcode == "while").attrs["body"]
+    assert sorted(counts) == [0, 0, 3]      # the body's v2, b and same
+    assert [i.opcode for i in body.instructions].count("sine") == 1
+    assert [i.opcode for i in body.instructions].count("constant") == 3
+    x = np.linspace(-1, 1, 8, dtype=np.float32)
+    np.testing.assert_allclose(hlo_opt.compile(text)(x)[0],
+                               hlo_opt.evaluate(hlo_opt.parse(text), [x])[0], rtol=1e-5)
