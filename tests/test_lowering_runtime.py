@@ -11,7 +11,7 @@ import pytest
 
 import hlo_opt
 from hlo_opt import HloError, UnsupportedError
-from hlo_opt.lowering import FallbackWarning, emit_asm, emit_llvm, jit
+from hlo_opt.lowering import FallbackWarning, emit_asm, emit_llvm, jit, output_pool
 from hlo_opt.targets import cpu_facts
 from lowering_helpers import assert_matches, run_both
 
@@ -493,6 +493,51 @@ def test_outputs_can_be_written_into_given_arrays():
     assert result[0] is out[0] and out[0].tolist() == [-1, -2, -3]
     with pytest.raises(HloError, match="out="):
         exe.run([np.zeros(3, np.float32)], [np.empty(4, np.float32)])
+
+
+LARGE_NEGATE = module("x = f32[1024,512] parameter(0)\nROOT n = f32[1024,512] negate(x)")
+
+
+def _filled(value: float) -> np.ndarray:
+    return np.full((1024, 512), value, np.float32)
+
+
+def test_a_large_output_reuses_the_memory_of_one_the_caller_let_go_of():
+    """Fresh pages fault on first write: a call's large output takes the memory of an
+    earlier output nothing refers to any more."""
+    exe = hlo_opt.compile(LARGE_NEGATE)
+    output_pool.clear()
+    [first] = exe.run([_filled(1)])
+    address = first.ctypes.data
+    del first
+    [second] = exe.run([_filled(2)])
+    assert second.ctypes.data == address and np.all(second == -2)
+    assert second.flags.c_contiguous and second.flags.writeable and second.dtype == np.float32
+
+
+@pytest.mark.parametrize("keep", [lambda a: a, lambda a: a[3:5, ::2], lambda a: a.reshape(-1),
+                                  memoryview], ids=["array", "slice", "reshape", "memoryview"])
+def test_memory_the_caller_still_reaches_is_never_handed_out_again(keep):
+    """An output, or anything derived from it that the caller keeps after dropping the
+    output itself, keeps its values through any number of later calls."""
+    exe = hlo_opt.compile(LARGE_NEGATE)
+    output_pool.clear()
+    [out] = exe.run([_filled(1)])
+    kept = keep(out)
+    del out
+    for value in range(2, 6):
+        exe.run([_filled(value)])
+    assert np.all(np.asarray(kept) == -1)
+
+
+def test_the_pool_keeps_a_bounded_amount_of_free_memory(monkeypatch):
+    monkeypatch.setattr(output_pool, "POOL_BYTES", 3 << 20)
+    output_pool.clear()
+    arrays = [output_pool.take((1 << 18,), np.float32) for _ in range(4)]     # 1 MiB each
+    del arrays
+    assert output_pool.free_bytes() == 3 << 20
+    monkeypatch.undo()
+    output_pool.clear()
 
 
 def test_kernel_formation_groups_unfused_modules_only():
