@@ -221,6 +221,42 @@ upd { q = f32[6,5] parameter(0)
     assert all(np.array_equal(a, s) for a, s in zip(args, saved))
 
 
+@pytest.mark.parametrize("body", [
+    # into the caller's array, which stays as it was; the update reads it
+    """s = f32[8,16] dynamic-slice(p, i, j), dynamic_slice_sizes={8,16}
+       two = f32[8,16] broadcast(c), dimensions={}
+       u = f32[8,16] multiply(s, two)
+       r = f32[1,8,16] reshape(u)
+       x = f32[1,300,64] reshape(p)
+       ROOT d = f32[1,300,64] dynamic-update-slice(x, r, z, i, j)""",
+    # of a value the kernel computes (fused: computed while copied)
+    """e = f32[300,64] exponential(p)
+       u = f32[8,16] broadcast(c), dimensions={}
+       ROOT d = f32[300,64] dynamic-update-slice(e, u, i, j)""",
+])
+@pytest.mark.parametrize("i,j", [(3, 10), (-5, 60), (296, -1), (150, 48)])
+def test_an_update_into_a_buffer_of_its_own_copies_then_writes_the_window(body, i, j):
+    """A dynamic-update-slice that cannot update its operand in place copies it (split
+    across threads by rows) and then stores the window: work of the copy and the update,
+    no choice between them per element; starts are clamped so the window fits."""
+    from hlo_opt.lowering.program import KernelStep
+    from hlo_opt.lowering.runtime import build
+    text = module("""p = f32[300,64] parameter(0)
+        i = s32[] parameter(1)
+        j = s32[] parameter(2)
+        z = s32[] constant(0)
+        c = f32[] constant(2)
+        """ + body)
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal((300, 64)).astype(np.float32), np.int32(i), np.int32(j)]
+    saved = args[0].copy()
+    [got], [want] = run_both(text, args)
+    assert_matches(got, want, 1, "update")
+    assert np.array_equal(args[0], saved)
+    [step] = [s for s in build(hlo_opt.parse(text))[0].steps if isinstance(s, KernelStep)]
+    assert step.kernel.work == 300 * 64 + 8 * 16 and step.kernel.extent == 300
+
+
 @pytest.mark.parametrize("results,init", [
     ("j, u, a", "zero, e, e"),          # the old stacked value is also returned, rotated
     ("j, u, b", "zero, e, e"),          # one initial buffer for two state elements
