@@ -99,13 +99,26 @@ class Pricing:
         if a.shared and b.shared:           # members both hold count once
             for m in a.shared & b.inside:
                 work -= g.works[m]
-        # the values read: theirs, less those both read and those one computes for the
-        # other (disjoint sets)
+        # the values read: theirs, those both read once (as much as their members together
+        # read, members both hold counted once), less those one computes for the other
         fan_in, read = len(a.inputs) + len(b.inputs), a.read + b.read
-        for common in (a.inputs & b.inputs, a.inputs & b.inside, b.inputs & a.inside):
-            fan_in -= len(common)
-            for o in common:
-                read -= g.nbytes[o]
+        both = a.inputs & b.inputs
+        if both:
+            held = {}
+            if a.shared and b.shared:
+                for m in a.shared & b.inside:
+                    for o, x in g.shares[m]:
+                        held[o] = held.get(o, 0.0) + x
+            for o in both:
+                sa, sb = a.shares[o], b.shares[o]
+                read += g.read_bytes(o, sa + sb - held.get(o, 0.0)) \
+                    - g.read_bytes(o, sa) - g.read_bytes(o, sb)
+        fan_in -= len(both)
+        for reader, maker in ((a, b), (b, a)):
+            made = reader.inputs & maker.inside
+            fan_in -= len(made)
+            for o in made:
+                read -= g.read_bytes(o, reader.shares[o])
         heroes = len(a.nests | b.nests) if b.nests else len(a.nests)
         return Union(work, heroes, fan_in, read)
 

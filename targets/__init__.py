@@ -20,6 +20,7 @@ from typing import Callable, Mapping, NamedTuple, Sequence
 
 from ..ir import Instruction
 from ..shape import AnyShape
+from .work import read_share
 
 TARGETS = ("cpu", "gpu", "tpu")
 
@@ -28,7 +29,8 @@ TARGETS = ("cpu", "gpu", "tpu")
 class KernelView:
     """One kernel as a cost model sees it. `members` are computed once each per kernel (an
     instruction fused into two kernels appears in both); `inputs` are the distinct values it
-    reads from memory, `outputs` those it writes."""
+    reads from memory (as much of each as its members read: work.read_share), `outputs`
+    those it writes."""
     members: Sequence[Instruction]
     inputs: Sequence[Instruction]
     outputs: Sequence[Instruction]
@@ -64,8 +66,13 @@ class CostModel(abc.ABC):
     def kernel_cost(self, kernel: KernelView) -> float:
         """A fused kernel: launch overhead, traffic at its boundary, its arithmetic."""
         work = sum((self.member_work(m) for m in kernel.members), Work())
-        return self.fused_cost(work, sum(self.value_bytes(i) for i in kernel.inputs),
-                               sum(self.value_bytes(o) for o in kernel.outputs))
+        shares: dict[int, float] = {}
+        for m in kernel.members:
+            for k, o in enumerate(m.operands):
+                shares[id(o)] = shares.get(id(o), 0.0) + read_share(m, k)
+        read = sum(self.value_bytes(i) * min(1.0, shares.get(id(i), 0.0))
+                   for i in kernel.inputs)
+        return self.fused_cost(work, read, sum(self.value_bytes(o) for o in kernel.outputs))
 
     @abc.abstractmethod
     def member_work(self, inst: Instruction) -> Work:
@@ -92,6 +99,7 @@ class CostModel(abc.ABC):
 
 
 def _kernel_view(inst: Instruction) -> KernelView:
+    """A kernel instruction as a kernel: a fusion reads its computation's parameters."""
     if inst.opcode != "fusion":
         return KernelView([inst], list(inst.operands), [inst])
     body = inst.attrs["calls"]
@@ -99,7 +107,7 @@ def _kernel_view(inst: Instruction) -> KernelView:
     outputs = list(root.operands) if root.opcode == "tuple" else [root]
     members = [i for i in body.instructions
                if i.opcode != "parameter" and not (i is root and root.opcode == "tuple")]
-    return KernelView(members, list(inst.operands), outputs)
+    return KernelView(members, list(body.parameters), outputs)
 
 
 def cost_model(target: str) -> CostModel:

@@ -1,7 +1,9 @@
-"""How much arithmetic an instruction does: the part of every cost model that does not depend
-on the machine. Targets turn these counts into time with their own throughputs.
+"""How much arithmetic an instruction does, and how much of its operands it reads: the part
+of every cost model that does not depend on the machine. Targets turn these counts into
+time with their own throughputs.
 
     vector, matrix = flops(inst.opcode, inst.shape, inst.attrs, operand_shapes)
+    share = read_share(inst, 0)          # of operand 0's elements, 0 to 1
 """
 from __future__ import annotations
 
@@ -22,6 +24,22 @@ OP_WEIGHT: Mapping[str, float] = {
                      "logistic", "tanh", "sine", "cosine", "tan", "atan2"), 20.0),
     "erf": 30.0, "power": 40.0,
 }
+
+
+# Data movement that reads of its operand 0 only as many elements as it produces (a window,
+# or elements picked by index): a gather of 4096 rows reads 4096 rows of its table.
+SELECTIONS = frozenset({"slice", "dynamic-slice", "gather"})
+
+
+def read_share(inst, k: int) -> float:
+    """The share of operand k's elements that `inst` reads: all of them, but for a
+    selection's operand 0 at most as many as it produces. A kernel computing a selection
+    reads that much of its operand where the operand is an input, so a slice a gather
+    reads through costs the gathered elements, not the whole slice."""
+    if k == 0 and inst.opcode in SELECTIONS:
+        total = elements(inst.operands[0].shape)
+        return min(1.0, elements(inst.shape) / total) if total else 1.0
+    return 1.0
 
 
 def elements(shape: AnyShape) -> int:

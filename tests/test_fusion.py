@@ -221,6 +221,28 @@ def test_a_shared_producer_is_duplicated_on_gpu_and_computed_once_on_cpu():
     assert cpu_erfs == 1 and kernel_report(cpu).bytes_written > 4 * 1024 * 1024
 
 
+# A gather picks rows of a slice of a table another gather reads too: the slice is read
+# through where the gather picks (XLA fuses it so), not written out whole for a few rows.
+GATHER_THROUGH_SLICE = """HloModule gather_slice
+ENTRY main {
+  table = f32[8192,256] parameter(0)
+  rows = s32[1024,1] parameter(1)
+  few = s32[64,1] parameter(2)
+  head = f32[1024,256] slice(table), slice={[0:1024], [0:256]}
+  a = f32[1024,256] gather(table, rows), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,256}
+  b = f32[64,256] gather(head, few), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,256}
+  ROOT r = (f32[1024,256], f32[64,256]) tuple(a, b)
+}
+"""
+
+
+@pytest.mark.parametrize("target", ["cpu", "gpu"])
+def test_a_gather_reads_through_the_slice_it_picks_from(target):
+    module = fused(GATHER_THROUGH_SLICE, target)
+    assert kernel_report(module).bytes_written == (1024 + 64) * 256 * 4     # the outputs only
+    assert any({"slice", "gather"} <= set(ops) for _, ops in fusions(module))
+
+
 # A transpose of the minor dimension feeding an add: on a CPU one loop reading x with a
 # stride costs less than writing and re-reading the transpose; on a GPU the strided loads
 # would not coalesce, so the transpose stays a kernel of its own (as XLA:GPU emits it).
