@@ -21,7 +21,7 @@ from typing import Iterable, Sequence
 from ..ir import Computation, Instruction, post_order
 from ..ops import NOT_KERNELS, SIBLING_HEROES, VIEWS
 from ..targets import CostModel, KernelView, Work
-from ..targets.work import read_share
+from ..targets.work import bytes_read, read_share
 from .policy import loop_nest
 from .topo_order import merge_moves, reorder
 
@@ -37,12 +37,11 @@ class Kernel:
     order: int                  # its place in a topological order of the kernel graph
     inside: set[int]            # member positions
     inputs: set[int]            # values it reads (free constants are copied in, not read)
-    shares: dict[int, float]    # of each input, the share of its elements members read
     outputs: set[int]           # members it writes: read by another kernel or a non-kernel
     exits: set[int]             # members an instruction outside it uses
     shared: set[int]            # members other kernels hold copies of
     work: Work                  # its members', as the cost model adds them up
-    read: float                 # bytes it reads of its inputs (see read_bytes)
+    read: float                 # bytes of its inputs (all of each: see read_of)
     written: float              # bytes of its outputs
     nests: frozenset            # loop nests of its heroes (policy.loop_nest)
     hero: int                   # its first reduction or contraction, -1 if none
@@ -65,14 +64,8 @@ class KernelGraph:
                 self.users[o].append(i)
         self.user_sets = [frozenset(us) for us in self.users]
         self.nbytes = [model.value_bytes(inst) for inst in self.insts]
-        # per instruction: (operand position, share of its elements read), free constants
-        # (copied in, never read) left out
-        self.shares: list[list[tuple[int, float]]] = []
-        for inst, ops in zip(self.insts, self.operands):
-            share = dict.fromkeys(ops, 0.0)
-            for k, o in enumerate(inst.operands):
-                share[self.pos[id(o)]] += read_share(inst, k)
-            self.shares.append([(o, x) for o, x in share.items() if not is_free(self.insts[o])])
+        self.selective = [any(read_share(inst, k) < 1.0 for k in range(len(inst.operands)))
+                          for inst in self.insts]
         self.shareable = [inst.shape.byte_size >= SIBLING_MIN_BYTES for inst in self.insts]
         self.owned = [_kernelizable(inst) for inst in self.insts]
         self.works = [model.member_work(inst) if owned else None
@@ -95,22 +88,17 @@ class KernelGraph:
                 k.written = self.nbytes[k.order]
 
     def _new_kernel(self, i: int, inst: Instruction) -> None:
-        shares = dict(self.shares[i])
+        inputs = {o for o in self.operands[i] if not is_free(self.insts[o])}
         nest = loop_nest(inst)
-        k = Kernel(next(self._serials), i, {i}, set(shares), shares, set(),
+        k = Kernel(next(self._serials), i, {i}, inputs, set(),
                    {i} if self.users[i] else set(), set(), self.works[i],
-                   sum(self.read_bytes(o, x) for o, x in shares.items()), 0.0,
+                   sum(self.nbytes[o] for o in inputs), 0.0,
                    frozenset(() if nest is None else (nest,)),
                    i if inst.opcode in SIBLING_HEROES else -1, i)
         self.kernels[k] = None
         self.owners[i].add(k)
-        for o in shares:
+        for o in inputs:
             self.readers[o].add(k)
-
-    def read_bytes(self, o: int, share: float) -> float:
-        """Bytes of value o that members reading `share` of its elements (summed over
-        them) read: at most all of it."""
-        return self.nbytes[o] * min(1.0, share)
 
     def _through_non_kernels(self) -> tuple[dict[int, frozenset], list[frozenset]]:
         """Kernel edges pass through instructions no kernel holds (tuples, get-tuple-element,
@@ -145,6 +133,17 @@ class KernelGraph:
                                    if self.pos[id(o)] not in k.inside and not is_free(o))
             views.append(KernelView(members, list(inputs), outputs))
         return views
+
+    def read_of(self, inside: set[int], written: Iterable[int], read: float) -> float:
+        """Bytes a kernel of members `inside` writing `written` reads, `read` when every
+        member is computed at every index (no selection reads less than all its operand):
+        else each member only where the members reading it, or its output, need it
+        (work.bytes_read: a gather of a few rows through a slice reads those rows)."""
+        if not any(self.selective[m] for m in inside):
+            return read
+        return bytes_read([self.insts[m] for m in sorted(inside)],
+                          [self.insts[w] for w in written],
+                          lambda o: self.nbytes[self.pos[id(o)]])
 
     # --- neighbours ----------------------------------------------------------------------
     def succs(self, outputs: Iterable[int]) -> set[Kernel]:
@@ -224,25 +223,21 @@ class KernelGraph:
 
     def _absorb(self, k: Kernel, other: Kernel) -> set[int]:
         """k takes other's members; returns the values k no longer reads."""
-        new = [m for m in other.inside if m not in k.inside]
-        for m in new:
-            k.inside.add(m)
-            self._hold(k, m)
-            k.work += self.works[m]
+        for m in other.inside:
+            if m not in k.inside:
+                k.inside.add(m)
+                self._hold(k, m)
+                k.work += self.works[m]
         unread = {m for m in other.inside if m in k.inputs}
         for o in unread:
             k.inputs.discard(o)
             self.readers[o].discard(k)
-            k.read -= self.read_bytes(o, k.shares.pop(o))
-        for m in new:
-            for o, x in self.shares[m]:
-                if o not in k.inside:
-                    if o not in k.inputs:
-                        k.inputs.add(o)
-                        self.readers[o].add(k)
-                    before = k.shares.get(o, 0.0)
-                    k.shares[o] = before + x
-                    k.read += self.read_bytes(o, before + x) - self.read_bytes(o, before)
+            k.read -= self.nbytes[o]
+        for o in other.inputs:
+            if o not in k.inside and o not in k.inputs:
+                k.inputs.add(o)
+                self.readers[o].add(k)
+                k.read += self.nbytes[o]
         for m in other.outputs:
             if m not in k.outputs:
                 k.outputs.add(m)

@@ -70,8 +70,10 @@ class Pricing:
         union, (fan_out, written) = self.union(a, b), self._writes(a, b)
         if not self._allowed(union, fan_out):
             return None
-        return self.cost(a) + self.cost(b) - self.model.fused_cost(union.work, union.read,
-                                                                   written)
+        g = self.graph
+        read = g.read_of(a.inside | b.inside, [m for m in a.outputs | b.outputs
+                                               if g.read_outside(m, a, b)], union.read)
+        return self.cost(a) + self.cost(b) - self.model.fused_cost(union.work, read, written)
 
     def _dup(self, p: Kernel, consumers: tuple[Kernel, ...]) -> float | None:
         """Producer p copied into each of its readers, and gone."""
@@ -83,13 +85,15 @@ class Pricing:
             if not self._allowed(union, self._writes(p, c)[0]):
                 return None
             written = self._writes(p, c, copied=p)[1]
-            priced.append(self.model.fused_cost(union.work, union.read, written))
+            read = self.graph.read_of(p.inside | c.inside, c.outputs, union.read)
+            priced.append(self.model.fused_cost(union.work, read, written))
         before = self.cost(p) + sum(self.cost(c) for c in consumers)
         return before - sum(priced)
 
     def cost(self, k: Kernel) -> float:
         if k.cost is None:
-            k.cost = self.model.fused_cost(k.work, k.read, k.written)
+            k.cost = self.model.fused_cost(k.work, self.graph.read_of(k.inside, k.outputs,
+                                                                      k.read), k.written)
         return k.cost
 
     def _union(self, a: Kernel, b: Kernel) -> Union:
@@ -99,26 +103,13 @@ class Pricing:
         if a.shared and b.shared:           # members both hold count once
             for m in a.shared & b.inside:
                 work -= g.works[m]
-        # the values read: theirs, those both read once (as much as their members together
-        # read, members both hold counted once), less those one computes for the other
+        # the values read: theirs, less those both read and those one computes for the
+        # other (disjoint sets)
         fan_in, read = len(a.inputs) + len(b.inputs), a.read + b.read
-        both = a.inputs & b.inputs
-        if both:
-            held = {}
-            if a.shared and b.shared:
-                for m in a.shared & b.inside:
-                    for o, x in g.shares[m]:
-                        held[o] = held.get(o, 0.0) + x
-            for o in both:
-                sa, sb = a.shares[o], b.shares[o]
-                read += g.read_bytes(o, sa + sb - held.get(o, 0.0)) \
-                    - g.read_bytes(o, sa) - g.read_bytes(o, sb)
-        fan_in -= len(both)
-        for reader, maker in ((a, b), (b, a)):
-            made = reader.inputs & maker.inside
-            fan_in -= len(made)
-            for o in made:
-                read -= g.read_bytes(o, reader.shares[o])
+        for common in (a.inputs & b.inputs, a.inputs & b.inside, b.inputs & a.inside):
+            fan_in -= len(common)
+            for o in common:
+                read -= g.nbytes[o]
         heroes = len(a.nests | b.nests) if b.nests else len(a.nests)
         return Union(work, heroes, fan_in, read)
 

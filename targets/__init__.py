@@ -20,7 +20,7 @@ from typing import Callable, Mapping, NamedTuple, Sequence
 
 from ..ir import Instruction
 from ..shape import AnyShape
-from .work import read_share
+from .work import bytes_read
 
 TARGETS = ("cpu", "gpu", "tpu")
 
@@ -29,8 +29,8 @@ TARGETS = ("cpu", "gpu", "tpu")
 class KernelView:
     """One kernel as a cost model sees it. `members` are computed once each per kernel (an
     instruction fused into two kernels appears in both); `inputs` are the distinct values it
-    reads from memory (as much of each as its members read: work.read_share), `outputs`
-    those it writes."""
+    reads from memory (as much of each as its members read: work.bytes_read), `outputs`
+    those it writes; members come operands first."""
     members: Sequence[Instruction]
     inputs: Sequence[Instruction]
     outputs: Sequence[Instruction]
@@ -66,12 +66,7 @@ class CostModel(abc.ABC):
     def kernel_cost(self, kernel: KernelView) -> float:
         """A fused kernel: launch overhead, traffic at its boundary, its arithmetic."""
         work = sum((self.member_work(m) for m in kernel.members), Work())
-        shares: dict[int, float] = {}
-        for m in kernel.members:
-            for k, o in enumerate(m.operands):
-                shares[id(o)] = shares.get(id(o), 0.0) + read_share(m, k)
-        read = sum(self.value_bytes(i) * min(1.0, shares.get(id(i), 0.0))
-                   for i in kernel.inputs)
+        read = bytes_read(kernel.members, kernel.outputs, self.value_bytes)
         return self.fused_cost(work, read, sum(self.value_bytes(o) for o in kernel.outputs))
 
     @abc.abstractmethod
