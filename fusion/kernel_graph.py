@@ -46,6 +46,7 @@ class Kernel:
     nests: frozenset            # loop nests of its heroes (policy.loop_nest)
     hero: int                   # its first reduction or contraction, -1 if none
     last: int                   # its last member
+    selective: bool             # some member selects less than all of an operand (read_of)
     cost: float | None = None   # its estimated time, once asked
 
 
@@ -94,7 +95,7 @@ class KernelGraph:
                    {i} if self.users[i] else set(), set(), self.works[i],
                    sum(self.nbytes[o] for o in inputs), 0.0,
                    frozenset(() if nest is None else (nest,)),
-                   i if inst.opcode in SIBLING_HEROES else -1, i)
+                   i if inst.opcode in SIBLING_HEROES else -1, i, self.selective[i])
         self.kernels[k] = None
         self.owners[i].add(k)
         for o in inputs:
@@ -134,12 +135,13 @@ class KernelGraph:
             views.append(KernelView(members, list(inputs), outputs))
         return views
 
-    def read_of(self, inside: set[int], written: Iterable[int], read: float) -> float:
-        """Bytes a kernel of members `inside` writing `written` reads, `read` when every
-        member is computed at every index (no selection reads less than all its operand):
-        else each member only where the members reading it, or its output, need it
-        (work.bytes_read: a gather of a few rows through a slice reads those rows)."""
-        if not any(self.selective[m] for m in inside):
+    def read_of(self, inside: set[int], written: Iterable[int], read: float,
+                selective: bool) -> float:
+        """Bytes a kernel of members `inside` writing `written` reads: `read` unless it is
+        `selective` (some member reads less than all of an operand), then each member
+        computed only where the members reading it, or its output, need it (work.bytes_read:
+        a gather of a few rows through a slice reads those rows)."""
+        if not selective:
             return read
         return bytes_read([self.insts[m] for m in sorted(inside)],
                           [self.insts[w] for w in written],
@@ -251,6 +253,7 @@ class KernelGraph:
         k.nests |= other.nests
         k.hero = min((h for h in (k.hero, other.hero) if h >= 0), default=-1)
         k.last = max(k.last, other.last)
+        k.selective = k.selective or other.selective
         return unread
 
     def _renew(self, k: Kernel) -> None:
