@@ -26,6 +26,7 @@ from .policy import loop_nest
 from .topo_order import merge_moves, reorder
 
 SIBLING_MIN_BYTES = 1024        # sharing a smaller input is not worth a multi-output kernel
+SELECTIVE_MIN_BYTES = 1 << 16   # selecting from a smaller operand saves too little to price
 
 
 @dataclass(eq=False, slots=True)
@@ -65,8 +66,9 @@ class KernelGraph:
                 self.users[o].append(i)
         self.user_sets = [frozenset(us) for us in self.users]
         self.nbytes = [model.value_bytes(inst) for inst in self.insts]
-        self.selective = [any(read_share(inst, k) < 1.0 for k in range(len(inst.operands)))
-                          for inst in self.insts]
+        self.selective = [any(read_share(inst, k) < 1.0
+                              and o.shape.byte_size >= SELECTIVE_MIN_BYTES
+                              for k, o in enumerate(inst.operands)) for inst in self.insts]
         self.shareable = [inst.shape.byte_size >= SIBLING_MIN_BYTES for inst in self.insts]
         self.owned = [_kernelizable(inst) for inst in self.insts]
         self.works = [model.member_work(inst) if owned else None
