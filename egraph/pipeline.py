@@ -16,8 +16,10 @@ from importlib import resources
 import numpy as np
 
 from .. import verifier
+from ..fusion import unroll
 from ..fusion.outline import fuse_module
 from ..fusion.policy import FusionPolicy
+from ..fusion.stage import flattened
 from ..ir import Computation, Module, post_order
 from ..kernels import executed_computations, kernel_report
 from ..targets import cost_model
@@ -80,6 +82,8 @@ def _optimize(module: Module, rules, fp_mode: str, target: str, time_limit: floa
                  module.extra_sections)
     if fusion and compiled.fuses:
         t0 = time.perf_counter()
+        if unroll.any_to_unroll(out):         # kernels may then span its iterations
+            out = flattened(out)
         policy = FusionPolicy(compiled.fuses, compiled.limits, target)
         out = fuse_module(out, executed_computations(out), policy, model)
         report.add_time("fuse", time.perf_counter() - t0)

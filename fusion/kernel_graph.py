@@ -18,13 +18,15 @@ import itertools
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from ..ir import Computation, Instruction
+from ..ir import Computation, Instruction, post_order
 from ..ops import NOT_KERNELS, SIBLING_HEROES, VIEWS
 from ..targets import CostModel, KernelView, Work
+from ..targets.work import bytes_read, read_share
 from .policy import loop_nest
 from .topo_order import merge_moves, reorder
 
 SIBLING_MIN_BYTES = 1024        # sharing a smaller input is not worth a multi-output kernel
+SELECTIVE_MIN_BYTES = 1 << 16   # selecting from a smaller operand saves too little to price
 
 
 @dataclass(eq=False, slots=True)
@@ -40,11 +42,12 @@ class Kernel:
     exits: set[int]             # members an instruction outside it uses
     shared: set[int]            # members other kernels hold copies of
     work: Work                  # its members', as the cost model adds them up
-    read: float                 # bytes of its inputs
+    read: float                 # bytes of its inputs (all of each: see read_of)
     written: float              # bytes of its outputs
     nests: frozenset            # loop nests of its heroes (policy.loop_nest)
     hero: int                   # its first reduction or contraction, -1 if none
     last: int                   # its last member
+    selective: bool             # some member selects less than all of an operand (read_of)
     cost: float | None = None   # its estimated time, once asked
 
 
@@ -63,6 +66,9 @@ class KernelGraph:
                 self.users[o].append(i)
         self.user_sets = [frozenset(us) for us in self.users]
         self.nbytes = [model.value_bytes(inst) for inst in self.insts]
+        self.selective = [any(read_share(inst, k) < 1.0
+                              and o.shape.byte_size >= SELECTIVE_MIN_BYTES
+                              for k, o in enumerate(inst.operands)) for inst in self.insts]
         self.shareable = [inst.shape.byte_size >= SIBLING_MIN_BYTES for inst in self.insts]
         self.owned = [_kernelizable(inst) for inst in self.insts]
         self.works = [model.member_work(inst) if owned else None
@@ -91,7 +97,7 @@ class KernelGraph:
                    {i} if self.users[i] else set(), set(), self.works[i],
                    sum(self.nbytes[o] for o in inputs), 0.0,
                    frozenset(() if nest is None else (nest,)),
-                   i if inst.opcode in SIBLING_HEROES else -1, i)
+                   i if inst.opcode in SIBLING_HEROES else -1, i, self.selective[i])
         self.kernels[k] = None
         self.owners[i].add(k)
         for o in inputs:
@@ -116,15 +122,32 @@ class KernelGraph:
         return ahead, behind
 
     def views(self) -> list[KernelView]:
-        """Each live kernel's members, inputs and outputs, in the order of `kernels`."""
+        """Each live kernel's members, inputs and outputs, in the order of `kernels`. Inputs
+        come in the order a walk from the outputs through the members first reads them,
+        whatever the order the computation lists its instructions in, so the same kernel
+        gets the same parameters (and one compiled kernel) from any listing of a program."""
         views = []
         for k in self.kernels:
             members = [self.insts[m] for m in sorted(k.inside)]
-            inputs = dict.fromkeys(o for m in members for o in m.operands
+            outputs = [m for m in members if self.pos[id(m)] in k.outputs]
+            walked = post_order(outputs + members, lambda i: [
+                o for o in i.operands if self.pos[id(o)] in k.inside], id)
+            inputs = dict.fromkeys(o for m in walked for o in m.operands
                                    if self.pos[id(o)] not in k.inside and not is_free(o))
-            views.append(KernelView(members, list(inputs),
-                                    [m for m in members if self.pos[id(m)] in k.outputs]))
+            views.append(KernelView(members, list(inputs), outputs))
         return views
+
+    def read_of(self, inside: set[int], written: Iterable[int], read: float,
+                selective: bool) -> float:
+        """Bytes a kernel of members `inside` writing `written` reads: `read` unless it is
+        `selective` (some member reads less than all of an operand), then each member
+        computed only where the members reading it, or its output, need it (work.bytes_read:
+        a gather of a few rows through a slice reads those rows)."""
+        if not selective:
+            return read
+        return bytes_read([self.insts[m] for m in sorted(inside)],
+                          [self.insts[w] for w in written],
+                          lambda o: self.nbytes[self.pos[id(o)]])
 
     # --- neighbours ----------------------------------------------------------------------
     def succs(self, outputs: Iterable[int]) -> set[Kernel]:
@@ -232,6 +255,7 @@ class KernelGraph:
         k.nests |= other.nests
         k.hero = min((h for h in (k.hero, other.hero) if h >= 0), default=-1)
         k.last = max(k.last, other.last)
+        k.selective = k.selective or other.selective
         return unread
 
     def _renew(self, k: Kernel) -> None:

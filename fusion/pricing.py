@@ -70,8 +70,11 @@ class Pricing:
         union, (fan_out, written) = self.union(a, b), self._writes(a, b)
         if not self._allowed(union, fan_out):
             return None
-        return self.cost(a) + self.cost(b) - self.model.fused_cost(union.work, union.read,
-                                                                   written)
+        g = self.graph
+        read = g.read_of(a.inside | b.inside, [m for m in a.outputs | b.outputs
+                                               if g.read_outside(m, a, b)], union.read,
+                         a.selective or b.selective)
+        return self.cost(a) + self.cost(b) - self.model.fused_cost(union.work, read, written)
 
     def _dup(self, p: Kernel, consumers: tuple[Kernel, ...]) -> float | None:
         """Producer p copied into each of its readers, and gone."""
@@ -83,13 +86,16 @@ class Pricing:
             if not self._allowed(union, self._writes(p, c)[0]):
                 return None
             written = self._writes(p, c, copied=p)[1]
-            priced.append(self.model.fused_cost(union.work, union.read, written))
+            read = self.graph.read_of(p.inside | c.inside, c.outputs, union.read,
+                                      p.selective or c.selective)
+            priced.append(self.model.fused_cost(union.work, read, written))
         before = self.cost(p) + sum(self.cost(c) for c in consumers)
         return before - sum(priced)
 
     def cost(self, k: Kernel) -> float:
         if k.cost is None:
-            k.cost = self.model.fused_cost(k.work, k.read, k.written)
+            read = self.graph.read_of(k.inside, k.outputs, k.read, k.selective)
+            k.cost = self.model.fused_cost(k.work, read, k.written)
         return k.cost
 
     def _union(self, a: Kernel, b: Kernel) -> Union:

@@ -14,11 +14,12 @@ import functools
 from importlib import resources
 
 from ..grammar.rules_parser import RuleFile, load_rules
-from ..ir import Computation, Instruction, Module
+from ..ir import Computation, Instruction, Module, post_order
 from ..kernels import executed_computations
 from ..ops import CONTROL
 from ..targets import cost_model
 from .merge_equal import merge_equal
+from . import unroll
 from .outline import clone, fuse_module, unique_local
 from .policy import FusionPolicy
 
@@ -50,8 +51,10 @@ def fuse(module: Module, target: str = "cpu") -> Module:
 
 
 def flattened(module: Module) -> Module:
-    """`module` with each `call` replaced by the called computation's instructions, so that
-    kernels may span a call's boundary, and without instructions no result needs; the same
+    """`module` with each `call` replaced by the called computation's instructions, and each
+    loop of a few iterations known beforehand by its body's, once per iteration
+    (unroll.py), so that kernels may span a call's or an iteration's boundary; an element
+    of a tuple read where it is made, and without instructions no result needs; the same
     for the computations its while and conditional instructions run (a new Module)."""
     rebuilt: dict[int, Computation] = {}
 
@@ -62,6 +65,8 @@ def flattened(module: Module) -> Module:
             value = {id(p): clone(p, []) for p in comp.parameters}
             out.extend(value.values())
             root = _inline(comp, value, out, taken, rebuild, top=True)
+            needed = {id(i) for i in post_order([root], lambda i: i.operands, id)}
+            out = [i for i in out if id(i) in needed or i.opcode == "parameter"]
             rebuilt[id(comp)] = Computation(comp.name, out, root, comp.execution_thread,
                                             comp.line, comp.column)
         return rebuilt[id(comp)]
@@ -84,6 +89,16 @@ def _inline(comp: Computation, value: dict[int, Instruction], out: list[Instruct
             callee = inst.attrs["to_apply"]
             bound = {id(p): o for p, o in zip(callee.parameters, operands)}
             value[id(inst)] = _inline(callee, bound, out, taken, rebuild, top=False)
+            continue
+        if inst.opcode == "get-tuple-element" and operands[0].opcode == "tuple":
+            value[id(inst)] = operands[0].operands[inst.attrs["index"]]
+            continue
+        if inst.opcode == "while" and (n := unroll.trips(inst, operands[0])) is not None:
+            state, body = operands[0], inst.attrs["body"]
+            for _ in range(n):
+                state = _inline(body, {id(body.parameters[0]): state}, out, taken, rebuild,
+                                top=False)
+            value[id(inst)] = state
             continue
         attrs = {k: _rebuilt(v, rebuild) for k, v in inst.attrs.items()} \
             if inst.opcode in CONTROL else dict(inst.attrs)

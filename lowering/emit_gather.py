@@ -23,7 +23,7 @@ from ..targets import cpu_facts
 from .emit_kernel import CHUNKS_PER_THREAD, emit_loop
 from .emit_kernel import register as register_phase
 from .emit_loops import (Index, add, const, delinearize, for_range, linearize, mul, nest,
-                         placed, ranges, udiv)
+                         outer_positions, placed, ranges, udiv)
 from .emit_reduce import Reducer
 from .ltypes import I1, I64, elem, load, store
 
@@ -138,12 +138,8 @@ def scatter_position(b: ir.IRBuilder, inst, starts: list, window: list):
 
 
 def _rows(inst) -> tuple[int | None, int, int]:
-    """(operand dimension that parts of a scatter split: its outermost of other than one
-    position, or None; its size; elements per position along it). Positions along it are
-    contiguous runs of the operand."""
-    dims = inst.operands[0].shape.dims
-    s = next((d for d, n in enumerate(dims) if n != 1), None)
-    return (None, 1, 1) if s is None else (s, dims[s], math.prod(dims[s + 1:]))
+    """The operand's outer_positions: the parts of a scatter."""
+    return outer_positions(inst.operands[0].shape.dims)
 
 
 def plan_scatter(inst, in_place: bool = False):

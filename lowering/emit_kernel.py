@@ -35,7 +35,8 @@ from ..shape import default_layout
 from ..targets import cpu_facts
 from . import fallback, jit, phases, row_pass, vecmath
 from .elemental import Elemental, Source, start_indices
-from .emit_loops import Index, add, const, delinearize, for_range, linearize, row_split
+from .emit_loops import (Index, add, clamp, const, delinearize, for_range, linearize,
+                         mul, outer_positions, ranges, row_split)
 from .fingerprint import fingerprint
 from .phases import Phase
 from .intrinsics import declare, restore_fp_mode, set_flush_denormals
@@ -112,6 +113,9 @@ PHASES: dict[str, tuple] = {}
 # root opcode -> (emit, plan, None) of a root whose output buffer already holds its operand
 # 0 (emit_kernel's `updates`, in_place.py): it writes only what changes
 IN_PLACE: dict[str, tuple] = {}
+# root opcode -> (emit, plan, None) of a root into a buffer of its own that changes a part of
+# its operand 0: the operand is copied, then only that part is written
+COPY_THEN_UPDATE: dict[str, tuple] = {}
 
 
 def register(opcode: str, emit, plan, joins=None, in_place=None) -> None:
@@ -384,6 +388,8 @@ def _entry(comp: Computation, g: Phase, updates: tuple[int, ...]):
     """(emit, plan, joins) of phase g, None for a loop phase (emit_loop)."""
     if g.root.opcode in IN_PLACE and any(g.root is kernel_outputs(comp)[k] for k in updates):
         return IN_PLACE[g.root.opcode]
+    if g.gemm is None and g.root.opcode in COPY_THEN_UPDATE:
+        return COPY_THEN_UPDATE[g.root.opcode]
     return PHASES.get(g.hero.opcode)
 
 
@@ -524,33 +530,65 @@ def _emit_tiles(b, dims, lo, hi, emit) -> None:
 
 
 def plan_update(inst):
-    """(rows, elements, scratch) of emit_update: the update's, not the output's."""
+    """(parts, elements, scratch) of emit_update: positions along the update's outermost
+    dimension of more than one position."""
     dims = inst.operands[1].shape.dims
-    return row_split(dims)[0], float(math.prod(dims)), 0
+    return outer_positions(dims)[1], float(math.prod(dims)), 0
 
 
 def emit_update(kb: KernelBuilder, inst: Instruction, dests, lo, hi):
-    """Rows [lo, hi) of the update of dynamic-update-slice `inst` stored at its clamped
-    start in dests[0], which already holds operand 0 (the host updates that buffer in
-    place): the cost is the update's size, not the whole array's."""
+    """Positions [lo, hi) along that dimension of the update of dynamic-update-slice `inst`
+    stored at its clamped start in dests[0], which already holds operand 0 (the host
+    updates that buffer in place): the cost is the update's size, not the whole array's."""
+    dims = inst.operands[1].shape.dims
+    bounds = [(0, d) for d in dims]
+    s = outer_positions(dims)[0]
+    if s is not None:
+        bounds[s] = (lo, hi)
+    _store_update(kb.b, kb.elemental(), inst, dests[0], bounds)
+
+
+def plan_copy_update(inst):
+    """(parts, elements, scratch) of emit_copy_update: positions along the output's
+    outermost dimension of more than one position (emit_loops.outer_positions)."""
+    update = inst.operands[1].shape.num_elements
+    return outer_positions(inst.shape.dims)[1], float(inst.shape.num_elements + update), 0
+
+
+def emit_copy_update(kb: KernelBuilder, inst: Instruction, dests, lo, hi):
+    """Positions [lo, hi) along the output's outermost dimension of more than one of
+    dynamic-update-slice `inst` into a buffer of its own: operand 0 copied there, then the
+    part of the update that falls there stored over it. A copy and the update's size, not
+    a choice between the two per element of the whole array; threads own parts."""
     b, gen, out = kb.b, kb.elemental(), dests[0]
+    s, _, inner = outer_positions(out.dims)
+    emit_loop(kb, [(inst.operands[0], dests, None)], mul(b, lo, inner), mul(b, hi, inner),
+              flat=True)
+    dims = inst.operands[1].shape.dims
+    bounds = [(0, d) for d in dims]
+    if s is not None:
+        start = const(start_indices(gen, [inst.operands[2 + s]], [out.dims[s]], [dims[s]])[0])
+        bounds[s] = (clamp(b, b.sub(const(lo), start), 0, dims[s]),
+                     clamp(b, b.sub(const(hi), start), 0, dims[s]))
+    _store_update(b, gen, inst, out, bounds)
+
+
+def _store_update(b, gen: Elemental, inst: Instruction, out, bounds):
+    """Store the elements of the update of dynamic-update-slice `inst` within `bounds`
+    (per update dimension) at their clamped place in `out`."""
     update = inst.operands[1]
     dims = update.shape.dims
     starts = start_indices(gen, inst.operands[2:], out.dims, dims)
-    _, n = row_split(dims)
-    with for_range(b, lo, hi, "row", vectorize=False) as r:
-        outer = delinearize(b, r, dims[:-1])
-        base = b.mul(r, I64(n))
-        with for_range(b, 0, n, "col") as j:
-            coords = outer + [j]
-            gen.push_scope()
-            v = gen.value(update, Index(dims, values=coords, linear=b.add(base, j)))
-            at = linearize(b, [add(b, c, s) for c, s in zip(coords, starts)], out.dims)
-            store(b, v, out.ptr, out.et, const(at))
-            gen.pop_scope()
+    with ranges(b, bounds, "u") as coords:
+        gen.push_scope()
+        v = gen.value(update, Index(dims, values=coords))
+        at = linearize(b, [add(b, c, s) for c, s in zip(coords, starts)], out.dims)
+        store(b, v, out.ptr, out.et, const(at))
+        gen.pop_scope()
 
 
 IN_PLACE["dynamic-update-slice"] = (emit_update, plan_update, None)
+COPY_THEN_UPDATE["dynamic-update-slice"] = (emit_copy_update, plan_copy_update, None)
 
 
 def store_outputs(gen: Elemental, outputs: list, index: Index, linear) -> None:

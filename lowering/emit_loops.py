@@ -285,3 +285,11 @@ def row_split(dims: Sequence[int]) -> tuple[int, int]:
     if not dims:
         return 1, 1
     return math.prod(dims[:-1]), dims[-1]
+
+
+def outer_positions(dims: Sequence[int]) -> tuple[int | None, int, int]:
+    """(the outermost dimension of other than one position, or None; its size; elements
+    per position along it): positions along it are contiguous runs of a row-major array,
+    the parts that threads copying or updating it each own."""
+    s = next((d for d, n in enumerate(dims) if n != 1), None)
+    return (None, 1, 1) if s is None else (s, dims[s], math.prod(dims[s + 1:]))

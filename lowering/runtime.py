@@ -8,8 +8,9 @@ compile: parse -> kernels formed (hlo_opt.fusion, unless the module has fusions 
 host program (program.py) with one kernel per fusion or other instruction (emitted
 once while cached, by fingerprint, and compiled in one batch) -> buffer assignment -> the
 driver function -> JIT. Executables and kernels are cached by fingerprint, the most
-recently used EXECUTABLE_CACHE_SIZE and KERNEL_CACHE_SIZE of them (LruCache). A call checks the arguments, allocates the outputs, and makes one
-ctypes call into the driver, which releases the GIL while native code runs. The arena of
+recently used EXECUTABLE_CACHE_SIZE and KERNEL_CACHE_SIZE of them (LruCache). A call checks
+the arguments, takes the outputs (large ones from output_pool.py: memory of outputs the
+caller has let go of, not fresh pages), and makes one ctypes call into the driver, which releases the GIL while native code runs. The arena of
 temporaries is allocated once per executable and reused by calls that do not overlap (a
 concurrent call gets its own).
 
@@ -31,7 +32,7 @@ from ..errors import HloError, UnsupportedError
 from ..fusion.stage import fuse, has_fusions
 from ..interpreter.evaluator import coerce_argument
 from ..ir import Computation, Module
-from . import buffers, fallback, in_place, jit, loop_packing
+from . import buffers, fallback, in_place, jit, loop_packing, output_pool
 from .driver import Driver, step_label
 from .emit_kernel import KernelCode, emit_kernel
 from .fingerprint import fingerprint
@@ -323,7 +324,7 @@ class Executable:
                 a = coerce(a, self.param_shapes[n], n)
             keep.append(a)
         if out is None:
-            outputs = [np.empty(dims, dt) for dims, dt in self._out_specs]
+            outputs = [output_pool.take(dims, dt) for dims, dt in self._out_specs]
         else:
             outputs = list(out)
             if len(outputs) != len(self._out_specs) or any(

@@ -21,6 +21,7 @@ from typing import Callable, Mapping, NamedTuple, Sequence
 
 from ..ir import Instruction
 from ..shape import AnyShape
+from .work import bytes_read
 
 TARGETS = ("cpu", "gpu", "tpu")
 
@@ -29,7 +30,8 @@ TARGETS = ("cpu", "gpu", "tpu")
 class KernelView:
     """One kernel as a cost model sees it. `members` are computed once each per kernel (an
     instruction fused into two kernels appears in both); `inputs` are the distinct values it
-    reads from memory, `outputs` those it writes."""
+    reads from memory (as much of each as its members read: work.bytes_read), `outputs`
+    those it writes; members come operands first."""
     members: Sequence[Instruction]
     inputs: Sequence[Instruction]
     outputs: Sequence[Instruction]
@@ -66,8 +68,8 @@ class CostModel(abc.ABC):
     def kernel_cost(self, kernel: KernelView) -> float:
         """A fused kernel: launch overhead, traffic at its boundary, its arithmetic."""
         work = sum((self.member_work(m) for m in kernel.members), Work())
-        return self.fused_cost(work, sum(self.value_bytes(i) for i in kernel.inputs),
-                               sum(self.value_bytes(o) for o in kernel.outputs))
+        read = bytes_read(kernel.members, kernel.outputs, self.value_bytes)
+        return self.fused_cost(work, read, sum(self.value_bytes(o) for o in kernel.outputs))
 
     @abc.abstractmethod
     def member_work(self, inst: Instruction) -> Work:
@@ -106,7 +108,7 @@ class CostModel(abc.ABC):
 
 def kernel_view(inst: Instruction) -> KernelView:
     """A kernel instruction of a module (hlo_opt.kernels.is_kernel) as its model sees it: a
-    fusion's body's members, its operands and its body's results; an op alone, itself."""
+    fusion's body's members, its body's parameters (what its members read of them: work.bytes_read) and its body's results; an op alone, itself."""
     if inst.opcode != "fusion":
         return KernelView([inst], list(inst.operands), [inst])
     body = inst.attrs["calls"]
@@ -114,7 +116,7 @@ def kernel_view(inst: Instruction) -> KernelView:
     outputs = list(root.operands) if root.opcode == "tuple" else [root]
     members = [i for i in body.instructions
                if i.opcode != "parameter" and not (i is root and root.opcode == "tuple")]
-    return KernelView(members, list(inst.operands), outputs)
+    return KernelView(members, list(body.parameters), outputs)
 
 
 def cost_model(target: str, tpu_gen: str | None = None) -> CostModel:

@@ -21,12 +21,10 @@ from ..ir import Instruction
 from ..ops import TUPLE_OPS, VIEWS
 from ..shape import AnyShape
 from . import CostModel, Work
-from .work import OP_WEIGHT, flops
+from .work import OP_WEIGHT, SELECTIONS, flops
 
 # Ops that relabel memory or build tuples: no kernel of their own.
 VIEW_LIKE = VIEWS | TUPLE_OPS | {"after-all"}
-# Data movement that reads only as much as it writes.
-SELECTIONS = frozenset({"slice", "dynamic-slice", "gather"})
 # Ops whose work a model cannot see from the shapes (bodies run a data-dependent number of
 # times, or libraries do the work).
 OPAQUE = frozenset({"while", "conditional", "call", "custom-call", "fusion", "sort",

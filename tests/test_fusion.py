@@ -275,6 +275,28 @@ def test_a_shared_producer_is_duplicated_on_gpu_and_computed_once_on_cpu():
     assert cpu_erfs == 1 and kernel_report(cpu).bytes_written > 4 * 1024 * 1024
 
 
+# A gather picks rows of a slice of a table another gather reads too: the slice is read
+# through where the gather picks (XLA fuses it so), not written out whole for a few rows.
+GATHER_THROUGH_SLICE = """HloModule gather_slice
+ENTRY main {
+  table = f32[8192,256] parameter(0)
+  rows = s32[1024,1] parameter(1)
+  few = s32[64,1] parameter(2)
+  head = f32[1024,256] slice(table), slice={[0:1024], [0:256]}
+  a = f32[1024,256] gather(table, rows), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,256}
+  b = f32[64,256] gather(head, few), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,256}
+  ROOT r = (f32[1024,256], f32[64,256]) tuple(a, b)
+}
+"""
+
+
+@pytest.mark.parametrize("target", ["cpu", "gpu"])
+def test_a_gather_reads_through_the_slice_it_picks_from(target):
+    module = fused(GATHER_THROUGH_SLICE, target)
+    assert kernel_report(module).bytes_written == (1024 + 64) * 256 * 4     # the outputs only
+    assert any({"slice", "gather"} <= set(ops) for _, ops in fusions(module))
+
+
 # A transpose of the minor dimension feeding an add: on a CPU one loop reading x with a
 # stride costs less than writing and re-reading the transpose; on a GPU the strided loads
 # would not coalesce, so the transpose stays a kernel of its own (as XLA:GPU emits it).
@@ -340,6 +362,80 @@ def test_an_op_the_cpu_cannot_emit_is_never_fused_for_the_cpu():
     assert fusions(cpu) == [("kLoop", ["multiply", "add"])]
     assert [ops for _, ops in fusions(fused(SUB_BYTE, "gpu"))] == [
         ["add", "convert", "multiply", "add"]]
+
+
+def counted_loop(n: str, direction: str = "LT", start: int = 0, step: int = 1,
+                 dims: str = "512,1024") -> str:
+    """A loop mixing bits like threefry's rounds: state (counter, key array), counting from
+    `start` by `step` while `counter DIRECTION n`, then a select reading the bits."""
+    return f"""HloModule rounds
+cond {{
+  s = (s32[], u32[{dims}]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] {n}
+  ROOT c = pred[] compare(i, n), direction={direction}
+}}
+body {{
+  s = (s32[], u32[{dims}]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  x = u32[{dims}] get-tuple-element(s), index=1
+  k = u32[] constant(13)
+  ks = u32[{dims}] broadcast(k), dimensions={{}}
+  l = u32[{dims}] shift-left(x, ks)
+  m = u32[{dims}] xor(x, l)
+  a = u32[{dims}] add(m, x)
+  step = s32[] constant({step})
+  j = s32[] add(i, step)
+  ROOT r = (s32[], u32[{dims}]) tuple(j, a)
+}}
+ENTRY e {{
+  key = u32[{dims}] parameter(0)
+  f = f32[{dims}] parameter(1)
+  start = s32[] constant({start})
+  init = (s32[], u32[{dims}]) tuple(start, key)
+  w = (s32[], u32[{dims}]) while(init), condition=cond, body=body
+  bits = u32[{dims}] get-tuple-element(w), index=1
+  half = u32[] constant(2147483648)
+  halves = u32[{dims}] broadcast(half), dimensions={{}}
+  keep = pred[{dims}] compare(bits, halves), direction=LT
+  zero = f32[] constant(0)
+  zeros = f32[{dims}] broadcast(zero), dimensions={{}}
+  ROOT y = f32[{dims}] select(keep, f, zeros)
+}}
+"""
+
+
+@pytest.mark.parametrize("text,trips", [
+    (counted_loop("constant(5)"), 5),
+    (counted_loop("constant(0)", "GT", start=6, step=-2), 3),
+    (counted_loop("constant(5)", "LE", start=5), 1),
+])
+def test_a_loop_of_a_few_counted_iterations_over_large_arrays_runs_as_one_kernel(text, trips):
+    """Unrolled, every iteration's elementwise work joins the kernel reading the result:
+    one pass over memory instead of one per iteration; optimize unrolls it too."""
+    from hlo_opt.fusion import unroll
+    module = hlo_opt.parse(text)
+    [loop] = [i for i in module.entry.instructions if i.opcode == "while"]
+    assert unroll.trips(loop, loop.operands[0]) == trips
+    for fused_module in (fuse(module), fused(text)):
+        assert not any(i.opcode == "while" for i in fused_module.instructions())
+        assert kernel_report(fused_module).kernels == 1
+    rng = np.random.default_rng(0)
+    args = [rng.integers(0, 2 ** 32, (512, 1024), dtype=np.uint32),
+            rng.standard_normal((512, 1024)).astype(np.float32)]
+    [got] = hlo_opt.compile(text).run(args)
+    assert np.array_equal(got, hlo_opt.evaluate(module, args)[0])
+
+
+@pytest.mark.parametrize("text", [
+    counted_loop("constant(9)"),                    # more iterations than MAX_TRIPS
+    counted_loop("constant(5)", dims="16,16"),      # small arrays: cheap passes
+    counted_loop("constant(5)", step=0),            # never ends
+    counted_loop("constant(5)", "NE"),              # not a bound it can run the counter to
+])
+def test_other_loops_stay_loops(text):
+    module = fuse(hlo_opt.parse(text))
+    assert sum(i.opcode == "while" for i in module.instructions()) == 1
 
 
 def test_compile_fuses_with_the_default_rule_sets_declarations():

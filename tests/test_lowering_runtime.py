@@ -11,7 +11,7 @@ import pytest
 
 import hlo_opt
 from hlo_opt import HloError, UnsupportedError
-from hlo_opt.lowering import FallbackWarning, emit_asm, emit_llvm, jit
+from hlo_opt.lowering import FallbackWarning, emit_asm, emit_llvm, jit, output_pool
 from hlo_opt.targets import cpu_facts
 from lowering_helpers import assert_matches, run_both
 
@@ -219,6 +219,42 @@ upd { q = f32[6,5] parameter(0)
     for g, w in zip(ours, want):
         assert_matches(g, w, 2, "update")
     assert all(np.array_equal(a, s) for a, s in zip(args, saved))
+
+
+@pytest.mark.parametrize("body", [
+    # into the caller's array, which stays as it was; the update reads it
+    """s = f32[8,16] dynamic-slice(p, i, j), dynamic_slice_sizes={8,16}
+       two = f32[8,16] broadcast(c), dimensions={}
+       u = f32[8,16] multiply(s, two)
+       r = f32[1,8,16] reshape(u)
+       x = f32[1,300,64] reshape(p)
+       ROOT d = f32[1,300,64] dynamic-update-slice(x, r, z, i, j)""",
+    # of a value the kernel computes (fused: computed while copied)
+    """e = f32[300,64] exponential(p)
+       u = f32[8,16] broadcast(c), dimensions={}
+       ROOT d = f32[300,64] dynamic-update-slice(e, u, i, j)""",
+])
+@pytest.mark.parametrize("i,j", [(3, 10), (-5, 60), (296, -1), (150, 48)])
+def test_an_update_into_a_buffer_of_its_own_copies_then_writes_the_window(body, i, j):
+    """A dynamic-update-slice that cannot update its operand in place copies it (split
+    across threads by rows) and then stores the window: work of the copy and the update,
+    no choice between them per element; starts are clamped so the window fits."""
+    from hlo_opt.lowering.program import KernelStep
+    from hlo_opt.lowering.runtime import build
+    text = module("""p = f32[300,64] parameter(0)
+        i = s32[] parameter(1)
+        j = s32[] parameter(2)
+        z = s32[] constant(0)
+        c = f32[] constant(2)
+        """ + body)
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal((300, 64)).astype(np.float32), np.int32(i), np.int32(j)]
+    saved = args[0].copy()
+    [got], [want] = run_both(text, args)
+    assert_matches(got, want, 1, "update")
+    assert np.array_equal(args[0], saved)
+    [step] = [s for s in build(hlo_opt.parse(text))[0].steps if isinstance(s, KernelStep)]
+    assert step.kernel.work == 300 * 64 + 8 * 16 and step.kernel.extent == 300
 
 
 @pytest.mark.parametrize("results,init", [
@@ -493,6 +529,51 @@ def test_outputs_can_be_written_into_given_arrays():
     assert result[0] is out[0] and out[0].tolist() == [-1, -2, -3]
     with pytest.raises(HloError, match="out="):
         exe.run([np.zeros(3, np.float32)], [np.empty(4, np.float32)])
+
+
+LARGE_NEGATE = module("x = f32[1024,512] parameter(0)\nROOT n = f32[1024,512] negate(x)")
+
+
+def _filled(value: float) -> np.ndarray:
+    return np.full((1024, 512), value, np.float32)
+
+
+def test_a_large_output_reuses_the_memory_of_one_the_caller_let_go_of():
+    """Fresh pages fault on first write: a call's large output takes the memory of an
+    earlier output nothing refers to any more."""
+    exe = hlo_opt.compile(LARGE_NEGATE)
+    output_pool.clear()
+    [first] = exe.run([_filled(1)])
+    address = first.ctypes.data
+    del first
+    [second] = exe.run([_filled(2)])
+    assert second.ctypes.data == address and np.all(second == -2)
+    assert second.flags.c_contiguous and second.flags.writeable and second.dtype == np.float32
+
+
+@pytest.mark.parametrize("keep", [lambda a: a, lambda a: a[3:5, ::2], lambda a: a.reshape(-1),
+                                  memoryview], ids=["array", "slice", "reshape", "memoryview"])
+def test_memory_the_caller_still_reaches_is_never_handed_out_again(keep):
+    """An output, or anything derived from it that the caller keeps after dropping the
+    output itself, keeps its values through any number of later calls."""
+    exe = hlo_opt.compile(LARGE_NEGATE)
+    output_pool.clear()
+    [out] = exe.run([_filled(1)])
+    kept = keep(out)
+    del out
+    for value in range(2, 6):
+        exe.run([_filled(value)])
+    assert np.all(np.asarray(kept) == -1)
+
+
+def test_the_pool_keeps_a_bounded_amount_of_free_memory(monkeypatch):
+    monkeypatch.setattr(output_pool, "POOL_BYTES", 3 << 20)
+    output_pool.clear()
+    arrays = [output_pool.take((1 << 18,), np.float32) for _ in range(4)]     # 1 MiB each
+    del arrays
+    assert output_pool.free_bytes() == 3 << 20
+    monkeypatch.undo()
+    output_pool.clear()
 
 
 def test_kernel_formation_groups_unfused_modules_only():
