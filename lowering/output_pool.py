@@ -37,10 +37,10 @@ class _Lease:
     the block's memory (__array_interface__), and its death returns the block."""
     __slots__ = ("block", "__array_interface__", "__weakref__")
 
-    def __init__(self, block: np.ndarray, dims: tuple[int, ...], dtype: np.dtype):
+    def __init__(self, block: np.ndarray):
         self.block = block
-        self.__array_interface__ = {"data": (block.ctypes.data, False), "shape": dims,
-                                    "typestr": dtype.str, "version": 3}
+        self.__array_interface__ = {"data": (block.ctypes.data, False),
+                                    "shape": (block.nbytes,), "typestr": "|u1", "version": 3}
 
 
 def take(dims: tuple[int, ...], dtype) -> np.ndarray:
@@ -54,9 +54,11 @@ def take(dims: tuple[int, ...], dtype) -> np.ndarray:
         raw = np.empty(nbytes + ALIGN, np.uint8)
         start = -raw.ctypes.data % ALIGN
         block = raw[start:start + nbytes]
-    lease = _Lease(block, tuple(dims), dtype)
+    lease = _Lease(block)
     weakref.finalize(lease, _give_back, block).atexit = False
-    return np.asarray(lease)
+    # bytes viewed as the dtype: the array interface cannot name extension types such as
+    # bfloat16 or the float8s (their typestr is a plain void), a view keeps them
+    return np.asarray(lease).view(dtype).reshape(dims)
 
 
 def _reuse(nbytes: int) -> np.ndarray | None:

@@ -566,6 +566,21 @@ def test_memory_the_caller_still_reaches_is_never_handed_out_again(keep):
     assert np.all(np.asarray(kept) == -1)
 
 
+@pytest.mark.parametrize("dtype", ["bf16", "f8e4m3fn", "f16", "s8"])
+def test_a_large_pooled_output_keeps_its_element_type(dtype):
+    """Pooled memory is handed out as arrays of the module's element types, the numpy
+    extension types (bfloat16, the float8s) included, not as raw bytes."""
+    exe = hlo_opt.compile(module(f"x = {dtype}[1024,1024] parameter(0)\n"
+                                 f"ROOT n = {dtype}[1024,1024] negate(x)"))
+    x = np.ones((1024, 1024), exe.module.entry.parameters[0].shape.dtype.numpy)
+    output_pool.clear()
+    for _ in range(2):                      # a fresh block, then a reused one
+        [out] = exe.run([x])
+        assert out.dtype == x.dtype and out.shape == x.shape
+        np.testing.assert_array_equal(out.astype(np.float32), -x.astype(np.float32))
+        del out
+
+
 def test_the_pool_keeps_a_bounded_amount_of_free_memory(monkeypatch):
     monkeypatch.setattr(output_pool, "POOL_BYTES", 3 << 20)
     output_pool.clear()
