@@ -15,7 +15,11 @@ microseconds: per-call overhead dominates), and large, the same workloads at rea
 CPU and vector width the code is generated for (targets/cpu_facts.target_cpu: the host's,
 or HLO_OPT_CPU's) and the measured limits: numpy's memcpy bandwidth (64 MiB, read and write
 counted) and the f32 FMA peak of one core at that vector width (thread CPU time). Where that
-CPU lacks AVX-512, XLA:CPU is capped to the same instruction set (--xla_cpu_max_isa).
+CPU lacks AVX-512, XLA:CPU is capped to the same instruction set (--xla_cpu_max_isa). The cap
+holds for the code XLA generates, not for its dot library: on an AVX-512 host, XLA's dots
+still run YNNPACK's AVX-512 kernels under the cap (perf shows
+ynn::dot_fp32_5x64x1_1x16x1_avx512), so there dot-heavy rows compare our AVX2 GEMM with an
+AVX-512 one; judge them against the AVX2 FMA peak in the kernel lines instead.
 
 Per module, in one process: compile time from a cold cache (ours: parse -> machine code;
 XLA's: parse -> StableHLO -> XLA:CPU executable), then the median per-call time of each
