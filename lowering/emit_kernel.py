@@ -241,7 +241,7 @@ class _Stores:
         shapes = {o.shape.dims for o, _ in self.copies if not o.shape.is_tuple}
         if len(shapes) != 1 or any(o.shape.is_tuple for o, _ in self.copies):
             return None
-        return max(1, math.prod(shapes.pop()))
+        return math.prod(shapes.pop()) or None
 
 
 def kernel_row_pass(comp: Computation) -> row_pass.RowPass | None:
