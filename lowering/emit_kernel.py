@@ -150,9 +150,10 @@ def emit_kernel(comp: Computation, name: str, key: str = "",
     rows = row_pass_of(comp, steps, plans, where, updates)
     temp_roots = [] if rows else where.temps
     temp_sizes = [_padded(array_bytes(s)) for t in temp_roots for s in _leaves(t)]
-    single = (len(steps) == 1 and not where.copies) or rows is not None
-    work = sum(p[1] for p in plans)
-    extent = rows.rows if rows else plans[0][0] if single else 1
+    joint = None if steps else where.joint_copy()
+    single = (len(steps) == 1 and not where.copies) or rows is not None or joint is not None
+    work = sum(p[1] for p in plans) + (joint or 0) * len(where.copies)
+    extent = rows.rows if rows else joint if joint else plans[0][0] if single else 1
     scratch = max([p[2] for p in plans] + [0])
 
     mod = jit.new_module(name)
@@ -194,7 +195,10 @@ def emit_kernel(comp: Computation, name: str, key: str = "",
                 for g in step for root in g.stored()]
         _emit_step(kb, comp, step, outs, *((begin, end) if single else (0, plan[0])),
                    updates)
-    for o, off in where.copies:
+    if joint:
+        emit_loop(kb, [(o, [Source(out_ptrs[off], o.shape)], None) for o, off in where.copies],
+                  begin, end, flat=True)
+    for o, off in ([] if joint else where.copies):
         for j, s in enumerate(_leaves(o)):
             pick = (lambda v, j=j: v[j]) if o.shape.is_tuple else None
             emit_loop(kb, [(o, [Source(out_ptrs[off + j], s)], pick)], 0, s.num_elements,
@@ -229,6 +233,15 @@ class _Stores:
                       if id(r) not in self.direct]
         self.copies = [(o, off) for o, off in zip(outputs, offsets)
                        if id(o) not in self.direct or self.first[id(o)] != off]
+
+    def joint_copy(self) -> int | None:
+        """The element count of the copies when they are arrays of one shape: then one
+        flat loop, split across threads, stores them all, reading each source element
+        once (in_place.py's copies of one buffer into several), else None."""
+        shapes = {o.shape.dims for o, _ in self.copies if not o.shape.is_tuple}
+        if len(shapes) != 1 or any(o.shape.is_tuple for o, _ in self.copies):
+            return None
+        return math.prod(shapes.pop()) or None
 
 
 def kernel_row_pass(comp: Computation) -> row_pass.RowPass | None:

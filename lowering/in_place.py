@@ -17,12 +17,19 @@ Run on a built program before buffer assignment (runtime.build), by identity of 
 
 Together: a scan's stacked buffer is made once, updated in place each iteration, and
 passes through the loop without a copy.
+
+Updates that cannot overwrite their input copy it into their own output first. Where
+several kernels of a program copy the same buffer that way (three updates of one
+parameter), one kernel copies it into all their outputs, reading it once, and each then
+updates its output in place.
 """
 from __future__ import annotations
 
 from dataclasses import fields
 
+from ..ir import Computation, Instruction
 from ..ops import is_elementwise
+from ..shape import TupleShape
 from .emit_kernel import IN_PLACE, PHASES, kernel_outputs
 from .program import Buffer, Conditional, KernelStep, Program, While, step_io, written_ids
 
@@ -37,25 +44,35 @@ def apply(program: Program, results: list[Buffer], update_kernel_for) -> None:
 def updatable(comp) -> list[tuple[int, int, int]]:
     """(output position, its buffer's position among the kernel's output buffers, parameter
     number) of every output of a kernel computing `comp` that may update an input in place:
-    an array (not a scalar) that a dynamic-update-slice or scatter (emit_kernel.IN_PLACE)
-    computes, output once, whose operand 0 is a parameter no other instruction reads; or
-    the only output of the kernel, elementwise over a parameter of its shape that only ops
-    of that shape and elementwise read (an accumulator g + dot(...): each element is read
-    at its own index before it is written)."""
+    one of `prefillable` whose parameter no other instruction reads; or the only output of
+    the kernel, elementwise over a parameter of its shape that only ops of that shape and
+    elementwise read (an accumulator g + dot(...): each element is read at its own index
+    before it is written)."""
+    outputs = kernel_outputs(comp)
+    found = [(k, leaf, p) for k, leaf, p in prefillable(comp)
+             if sum(o is outputs[k].operands[0] for i in comp.post_order()
+                    for o in i.operands) == 1]
+    if len(outputs) == 1 and not found:
+        target = _elementwise_target(comp, outputs[0])
+        if target is not None:
+            found.append((0, 0, target.parameter_number))
+    return found
+
+
+def prefillable(comp) -> list[tuple[int, int, int]]:
+    """(as `updatable`) every output of a kernel computing `comp` that an IN_PLACE op (a
+    dynamic-update-slice, a scatter) computes from a parameter, an array output once: the
+    kernel may be given its buffer already holding that parameter's value and write only
+    the updates there."""
     outputs = kernel_outputs(comp)
     found, leaf = [], 0
     for k, out in enumerate(outputs):
         target = out.operands[0] if out.opcode in IN_PLACE and not out.shape.is_tuple \
             else None
         if target is not None and target.opcode == "parameter" and out.shape.rank and \
-                sum(o is out for o in outputs) == 1 and \
-                sum(o is target for i in comp.post_order() for o in i.operands) == 1:
+                sum(o is out for o in outputs) == 1:
             found.append((k, leaf, target.parameter_number))
         leaf += len(out.shape.leaves()) if out.shape.is_tuple else 1
-    if len(outputs) == 1 and not found:
-        target = _elementwise_target(comp, outputs[0])
-        if target is not None:
-            found.append((0, 0, target.parameter_number))
     return found
 
 
@@ -64,7 +81,7 @@ def elementwise_updates(comp, updates: tuple[int, ...]) -> list[int]:
     the kernel reads and writes the same buffer there."""
     outputs = kernel_outputs(comp)
     return [p for k, _, p in updatable(comp) if k in updates and
-            outputs[k].opcode != "dynamic-update-slice"]
+            outputs[k].opcode not in IN_PLACE]
 
 
 def _elementwise_target(comp, out):
@@ -114,6 +131,7 @@ def _program(program: Program, results: list[Buffer], loop: While | None, kernel
                 _program(branch, branch_results, None, kernel_for)
         elif isinstance(step, KernelStep) and step.kernel.comp is not None:
             _update_in_place(program, n, results, loop, kernel_for)
+    _copy_once(program, kernel_for)
 
 
 def _update_in_place(program: Program, n: int, results: list[Buffer], loop: While | None,
@@ -126,6 +144,49 @@ def _update_in_place(program: Program, n: int, results: list[Buffer], loop: Whil
     step.kernel = kernel_for(step.kernel.comp, tuple(k for k, _, _ in chosen))
     for _, out, target in chosen:
         _substitute(program, out, target, results)
+
+
+def _copy_once(program: Program, kernel_for) -> None:
+    """Where several updates (dynamic-update-slices, scatters: `prefillable`) of one
+    buffer still copy it into their own outputs, copy it into all of them with one kernel
+    before the first, which reads it once; each then updates its output in place (reading
+    the buffer only where its other ops do)."""
+    copied: dict[int, list] = {}
+    for step in program.steps:
+        if isinstance(step, KernelStep) and step.kernel.comp is not None:
+            for k, leaf, p in prefillable(step.kernel.comp):
+                if k not in step.kernel.updates:
+                    copied.setdefault(id(step.ins[p]), []).append((step, k, step.outs[leaf], p))
+    for found in copied.values():
+        first = _position(program, found[0][0])
+        source = found[0][0].ins[found[0][3]]
+        found = [f for f in found if _untouched(program, first, f[0], f[2], source)]
+        if len(found) < 2:
+            continue
+        copies = _copies_of(found[0][0].kernel.comp.parameters[found[0][3]], len(found))
+        program.steps.insert(first, KernelStep(kernel_for(copies, ()), [f[2] for f in found],
+                                               [source], [], f"copies of {source.label}"))
+        for step, k, _, _ in found:
+            step.kernel = kernel_for(step.kernel.comp, tuple(sorted((*step.kernel.updates, k))))
+
+
+def _position(program: Program, step) -> int:
+    return next(n for n, s in enumerate(program.steps) if s is step)
+
+
+def _untouched(program: Program, first: int, step, out: Buffer, source: Buffer) -> bool:
+    """Whether no step from `first` to `step` (which writes `out` from `source`) reads or
+    writes `out`, or writes `source`: `out` may then hold its copy from step `first` on."""
+    between = program.steps[first:_position(program, step)]
+    return not any(b is out for s in between for b in sum(step_io(s), [])) and \
+        not any(b is source for s in between for b in step_io(s)[0])
+
+
+def _copies_of(param: Instruction, n: int) -> Computation:
+    """A computation returning its parameter (of `param`'s shape) n times."""
+    source = Instruction("source", "parameter", param.shape, parameter_number=0)
+    root = Instruction("copies", "tuple", TupleShape((param.shape,) * n), [source] * n)
+    return Computation("copies", [source, root], root)
 
 
 def _overwritable(program: Program, n: int, target: Buffer, out: Buffer,

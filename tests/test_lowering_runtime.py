@@ -16,6 +16,7 @@ from hlo_opt.targets import cpu_facts
 from lowering_helpers import assert_matches, run_both
 
 ADD = "add { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT r = f32[] add(a, b) }"
+MAX = "mx { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT r = f32[] maximum(a, b) }"
 
 
 def module(body: str, computations: str = "") -> str:
@@ -148,11 +149,27 @@ def test_a_scan_updates_its_stacked_outputs_in_place():
     assert update.kernel.work == 2 * 4 * 8  # elements of both, not of the 10 x 4 x 8 stack
 
 
+def _updated_as_interpreted(text: str, more: list):
+    """The program of a module updating x = f32[64,32] at rows i = s32[5,1] with
+    u = f32[5,32] (then `more` arguments), after checking that its results equal the
+    interpreter's and that the caller's arrays stay as they were."""
+    from hlo_opt.lowering.runtime import build
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal((64, 32)).astype(np.float32),
+            np.array([[3], [60], [3], [-2], [63]], np.int32),
+            rng.standard_normal((5, 32)).astype(np.float32) + 2] + more
+    saved = [np.copy(a) for a in args]
+    ours, want = run_both(text, args)
+    for g, w in zip(ours, want):
+        assert_matches(g, w, 1, "update")
+    assert all(np.array_equal(a, s) for a, s in zip(args, saved))
+    return build(hlo_opt.parse(text))[0]
+
+
 def test_a_scatter_into_a_dead_temporary_updates_it_in_place():
     """A scatter whose operand nobody reads afterwards writes only its updates, into the
     operand's buffer; one into the caller's array copies it first."""
     from hlo_opt.lowering.program import KernelStep
-    from hlo_opt.lowering.runtime import build
     text = module("""
         x = f32[64,32] parameter(0)
         i = s32[5,1] parameter(1)
@@ -160,22 +177,38 @@ def test_a_scatter_into_a_dead_temporary_updates_it_in_place():
         e = f32[64,32] exponential(x)
         s1 = f32[64,32] scatter(e, i, u), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=mx
         s2 = f32[64,32] scatter(x, i, u), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=mx
-        ROOT t = (f32[64,32], f32[64,32]) tuple(s1, s2)""",
-                  "mx { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT r = f32[] maximum(a, b) }")
-    rng = np.random.default_rng(0)
-    args = [rng.standard_normal((64, 32)).astype(np.float32),
-            np.array([[3], [60], [3], [-2], [63]], np.int32),
-            rng.standard_normal((5, 32)).astype(np.float32) + 2]
-    saved = [a.copy() for a in args]
-    ours, want = run_both(text, args)
-    for g, w in zip(ours, want):
-        assert_matches(g, w, 1, "scatter")
-    assert all(np.array_equal(a, s) for a, s in zip(args, saved))
-    program = build(hlo_opt.parse(text))[0]
+        ROOT t = (f32[64,32], f32[64,32]) tuple(s1, s2)""", MAX)
+    program = _updated_as_interpreted(text, [])
     s1, s2 = [s for s in program.steps if isinstance(s, KernelStep)
               and s.kernel.comp.root.opcode == "scatter"]
     assert s1.outs[0] in s1.ins and s1.kernel.work < 5 * 32 * 2     # the updates only
     assert s2.outs[0] not in s2.ins and s2.kernel.work > 64 * 32      # copies x first
+
+
+def test_several_updates_of_one_array_copy_it_once():
+    """Three updates of the caller's array (two scatters, a dynamic-update-slice whose
+    update reads the array) each need a copy of it: one kernel reads it once and writes
+    the three copies, then each update writes only its updates there."""
+    from hlo_opt.lowering.program import KernelStep
+    text = module("""
+        x = f32[64,32] parameter(0)
+        i = s32[5,1] parameter(1)
+        u = f32[5,32] parameter(2)
+        j = s32[] parameter(3)
+        s1 = f32[64,32] scatter(x, i, u), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add
+        s2 = f32[64,32] scatter(x, i, u), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=mx
+        z = s32[] constant(0)
+        w = f32[4,8] dynamic-slice(x, j, z), dynamic_slice_sizes={4,8}
+        n = f32[4,8] negate(w)
+        d = f32[64,32] dynamic-update-slice(x, n, z, j)
+        ROOT t = (f32[64,32], f32[64,32], f32[64,32]) tuple(s1, s2, d)""", ADD + "\n" + MAX)
+    program = _updated_as_interpreted(text, [np.int32(7)])
+    x = next(b for s in program.steps for b in s.ins if b.kind == "param" and b.index == 0)
+    copy, *updates = [s for s in program.steps if isinstance(s, KernelStep)
+                      and any(b is x for b in s.ins)]
+    assert copy.ins == [x] and len(copy.outs) == 3 and copy.kernel.extent == 64 * 32
+    assert [s.outs for s in updates] == [[o] for o in copy.outs]
+    assert all(s.kernel.updates == (0,) and s.kernel.work < 64 * 32 for s in updates)
 
 
 @pytest.mark.parametrize("body", [
