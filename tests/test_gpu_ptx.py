@@ -31,7 +31,10 @@ FILES = corpus_files()
 # The corpus modules with a kernel whose phases cannot share one launch (a dot or
 # convolution whose result a reduce or reduce-window reads in the same fusion: XLA's fused
 # softmax logits, an average pool after a convolution): it runs as several launches.
-SPLIT = {"shared/cnn_small.xla_opt", "transformer_lm.xla_opt", "transformer_lm_train.xla_opt"}
+# the scans' step kernel: its dot and the dynamic-update-slice stacking the step's result
+# into the loop state run over different index spaces
+SPLIT = {"shared/cnn_small.xla_opt", "transformer_lm.xla_opt", "transformer_lm_train.xla_opt",
+         "scan_rnn", "scan_rnn_grad"}
 
 
 def assemble(ptx: str, tmp_path, arch: str = "sm_90") -> None:

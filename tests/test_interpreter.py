@@ -482,6 +482,17 @@ def test_select_and_scatter_onto_an_empty_operand_is_empty():
     assert out.shape == (3, 0)
 
 
+def test_scatter_into_an_operand_with_no_rows_is_empty():
+    """Every update window leaves an operand of no elements, so all are skipped."""
+    out = run1("x = f32[0,32] parameter(0)\ni = s32[5,1] parameter(1)\n"
+               "u = f32[5,32] parameter(2)\n"
+               "ROOT s = f32[0,32] scatter(x, i, u), update_window_dims={1}, "
+               "inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, "
+               "index_vector_dim=1, to_apply=add", np.zeros((0, 32), np.float32),
+               np.zeros((5, 1), np.int32), np.ones((5, 32), np.float32), computations=ADD)
+    assert out.shape == (0, 32) and out.dtype == np.float32
+
+
 def test_select_and_scatter_xla_doc_example():
     # operation_semantics SelectAndScatter: max-pool 2x3 windows with stride 2x3.
     operand = np.array([[7, 2, 5, 3, 10, 2], [3, 8, 9, 3, 4, 2], [1, 5, 7, 5, 6, 1],

@@ -92,6 +92,8 @@ def scatter(inst, args, ev):
     does; repeated positions combine in update order."""
     n = len(args) // 2
     inputs, indices, updates = args[:n], args[n], args[n + 1:]
+    if inputs[0].size == 0:                 # no position to update: every window is out
+        return inputs[0].copy() if n == 1 else tuple(x.copy() for x in inputs)
     a = inst.attrs
     ivd = a["index_vector_dim"]
     window_dims = list(a.get("update_window_dims", ()))
