@@ -28,9 +28,11 @@ def fold_transposed_dots(comp: Computation) -> int:
     swapped: dict[int, Instruction] = {}        # id(dot or transpose) -> the swapped dot
     for inst in comp.instructions:
         readers = users[id(inst)]
-        if inst.opcode == "dot" and inst is not comp.root and readers and all(
-                u.opcode == "transpose" and list(u.attrs["dimensions"]) == _swapping(inst)
-                for u in readers):
+        if inst.opcode != "dot" or inst is comp.root or not readers:
+            continue
+        swap = _swapping(inst)
+        if swap and all(u.opcode == "transpose" and list(u.attrs["dimensions"]) == swap
+                        for u in readers):
             swapped[id(inst)] = _swapped_dot(inst, readers[0])
             swapped.update({id(u): swapped[id(inst)] for u in readers})
     if not swapped:
@@ -60,7 +62,7 @@ def _swapping(dot: Instruction) -> list[int] | None:
 
 
 def _swapped_dot(dot: Instruction, transpose: Instruction) -> Instruction:
-    """`dot(rhs, lhs)`, with the transpose's dimensions (its layout aside)."""
+    """`dot(rhs, lhs)`, of the transpose's shape."""
     attrs = dict(dot.attrs)
     for lhs_key, rhs_key in SWAPPED_ATTRIBUTES:
         for key, other in ((lhs_key, rhs_key), (rhs_key, lhs_key)):
@@ -70,5 +72,5 @@ def _swapped_dot(dot: Instruction, transpose: Instruction) -> Instruction:
                 attrs.pop(key, None)
     if "operand_precision" in attrs:
         attrs["operand_precision"] = tuple(reversed(attrs["operand_precision"]))
-    return Instruction(dot.name, "dot", transpose.shape.with_dims(transpose.shape.dims),
+    return Instruction(dot.name, "dot", transpose.shape,
                        dot.operands[::-1], attrs, line=dot.line, column=dot.column)
