@@ -854,6 +854,26 @@ def test_batched_dots_swap_their_free_blocks_keeping_the_batch_first():
     same_as_interpreter(text)
 
 
+def test_a_transposed_dot_reading_another_folds_with_it():
+    text = """HloModule chained
+ENTRY e {
+  a = f32[8,6] parameter(0)
+  b = f32[8,5] parameter(1)
+  c = f32[6,7] parameter(2)
+  d1 = f32[6,5] dot(a, b), lhs_contracting_dims={0}, rhs_contracting_dims={0}
+  t1 = f32[5,6] transpose(d1), dimensions={1,0}
+  d2 = f32[5,7] dot(t1, c), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  t2 = f32[7,5] transpose(d2), dimensions={1,0}
+  ROOT n = f32[7,5] negate(t2)
+}
+"""
+    module, counts = folded(text)
+    assert counts == [2]
+    d1, d2 = [i for i in module.entry.instructions if i.opcode == "dot"]
+    assert d2.operands == [module.entry.parameters[2], d1]
+    same_as_interpreter(text)
+
+
 @pytest.mark.parametrize("text", [
     batched_transposed("0,3,2,1", "2,6,5,3"),                      # the lhs block reversed
     WEIGHT_GRADIENT.replace("ROOT g = f32[40,24] add(acc, t)", """\
