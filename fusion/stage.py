@@ -5,7 +5,8 @@
 `optimize` runs the same partition after extraction, with its rule set's declarations; both
 fuse the entry and the computations its control flow runs (hlo_opt.kernels), with calls
 inlined and only what the results need (as extraction leaves them: `flattened`); `fuse` also
-merges equal instructions first (merge_equal.py), as the e-graph does for `optimize`. The default
+merges equal instructions first (merge_equal.py), as the e-graph does for `optimize`, and
+computes dots read transposed in the order they are read (transposed_dots.py). The default
 declarations live in rules/default/fusion.rules; they are read once per process.
 """
 from __future__ import annotations
@@ -19,6 +20,7 @@ from ..kernels import executed_computations
 from ..ops import CONTROL
 from ..targets import cost_model
 from .merge_equal import merge_equal
+from .transposed_dots import fold_transposed_dots
 from . import unroll
 from .outline import clone, fuse_module, unique_local
 from .policy import FusionPolicy
@@ -46,6 +48,7 @@ def fuse(module: Module, target: str = "cpu") -> Module:
     executed = executed_computations(module)
     for comp in executed:       # flattened's copies: changing them leaves `module` alone
         merge_equal(comp)
+        fold_transposed_dots(comp)
     return fuse_module(module, executed, default_policy(target),
                        cost_model(target))
 

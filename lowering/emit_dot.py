@@ -68,6 +68,10 @@ class Gemm:
                                  # same for B's panels; None: b_value
     b_operand: object = None     # the instruction B reads (a dot's rhs): a kernel may get
                                  # its buffer already packed (KernelBuilder.packed)
+    reads_destination: bool = False   # the epilogue reads an input whose buffer C is
+                                      # (in_place.py, where K is one block:
+                                      # finishes_each_once): each element is finished
+                                      # before anything is stored over it
 
     @property
     def acc(self) -> ElemType:
@@ -392,7 +396,7 @@ def _micro(gen: Elemental, g: Gemm, out, ap, bp, kcur, bi, m0, n0, rows, cols, f
     b = gen.b
     mr, nr, _, _, _, _ = g.blocks()
     fn = declare(b.module, micro_kernel(g.acc), VOID, [PTR, PTR, I64, PTR, I64, I64, I64, I1])
-    if g.accumulates_in_place() and g.c_ld is not None:
+    if g.accumulates_in_place() and g.c_ld is not None and not g.reads_destination:
         c = b.gep(out.ptr, [b.add(g.c_row(b, bi, m0), n0)], inbounds=True,
                   source_etype=out.et.storage)
         b.call(fn, [ap, bp, kcur, c, I64(g.c_ld), rows, cols, first])
@@ -585,6 +589,8 @@ def register_gemm(opcode: str, to_gemm: Callable) -> None:
 
     def emit(kb, root, dests, lo, hi, gemm=None):
         g = gemm_of(root, gemm)
+        if g.epilogue and any(s.ptr is dests[0].ptr for s in kb.sources.values()):
+            g = replace(g, reads_destination=True)      # emit_kernel's shared buffer
         packed = g.b_operand is not None and id(g.b_operand) in kb.packed
         emit_gemm(kb, g, dests[0], lo, hi,
                   kb.sources[id(g.b_operand)].ptr if packed else None)
@@ -593,3 +599,11 @@ def register_gemm(opcode: str, to_gemm: Callable) -> None:
 
 
 register_gemm("dot", dot_gemm)
+
+
+def finishes_each_once(dot) -> bool:
+    """Whether the GEMM of `dot` writes each element of C once, finished: its K is one
+    block (partial sums are never stored in C) or it is a plain loop per element. Its
+    epilogue may then read an input whose buffer C is (a gradient accumulator g + dot)."""
+    g = dot_gemm(dot)
+    return not g.packed() or g.blocks()[5] >= g.k

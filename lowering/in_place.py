@@ -30,7 +30,8 @@ from dataclasses import fields
 from ..ir import Computation, Instruction
 from ..ops import is_elementwise
 from ..shape import TupleShape
-from .emit_kernel import IN_PLACE, PHASES, kernel_outputs
+from .emit_dot import finishes_each_once
+from .emit_kernel import IN_PLACE, PHASES, kernel_outputs, plan_steps
 from .program import Buffer, Conditional, KernelStep, Program, While, step_io, written_ids
 
 
@@ -87,9 +88,10 @@ def elementwise_updates(comp, updates: tuple[int, ...]) -> list[int]:
 def _elementwise_target(comp, out):
     """The first parameter of `out`'s shape whose every reader, down to `out`, is an
     elementwise op of that shape, so it is read only at the index being written, in a
-    kernel of loops alone."""
+    kernel of loops alone or of one dot whose epilogue `out` is and that finishes each
+    element in one write."""
     if out.shape.is_tuple or not out.shape.rank or not is_elementwise(out.opcode) or \
-            any(i.opcode in PHASES for i in comp.post_order()):
+            not _loops_or_one_pass_dot(comp, out):
         return None                 # a GEMM, say, keeps partial sums in its destination
     readers: dict[int, list] = {}
     for inst in comp.post_order():
@@ -99,6 +101,16 @@ def _elementwise_target(comp, out):
         if param.shape == out.shape and _read_at_own_index(param, out, readers):
             return param
     return None
+
+
+def _loops_or_one_pass_dot(comp, out) -> bool:
+    own = [i for i in comp.post_order() if i.opcode in PHASES]
+    if not own:
+        return True
+    if len(own) > 1 or own[0].opcode != "dot":
+        return False
+    return any(g.root is out and g.gemm is own[0] for g in plan_steps(comp)[0]) and \
+        finishes_each_once(own[0])
 
 
 def _read_at_own_index(value, out, readers) -> bool:

@@ -23,6 +23,7 @@ from hlo_opt.targets import cost_model, emits
 from hlo_opt.tools.hlo_equiv import first_difference, random_array
 
 from conftest import CORPUS, corpus_files, corpus_ids
+from lowering_helpers import run_both
 
 
 def fused(text: str, target: str = "cpu", check_xla_run: bool = False) -> hlo_opt.Module:
@@ -786,3 +787,101 @@ ENTRY e {
     x = np.linspace(-1, 1, 8, dtype=np.float32)
     np.testing.assert_allclose(hlo_opt.compile(text)(x)[0],
                                hlo_opt.evaluate(hlo_opt.parse(text), [x])[0], rtol=1e-5)
+
+
+WEIGHT_GRADIENT = """HloModule grad
+ENTRY e {
+  acc = f32[40,24] parameter(0)
+  x = f32[16,24] parameter(1)
+  dy = f32[16,40] parameter(2)
+  d = f32[24,40] dot(x, dy), lhs_contracting_dims={0}, rhs_contracting_dims={0}, operand_precision={highest,default}
+  t = f32[40,24]{0,1} transpose(d), dimensions={1,0}
+  ROOT g = f32[40,24] add(acc, t)
+}
+"""
+
+BATCHED_TRANSPOSED = """HloModule batched
+ENTRY e {
+  a = f32[2,3,5,4] parameter(0)
+  b = f32[2,4,6] parameter(1)
+  d = f32[2,3,5,6] dot(a, b), lhs_batch_dims={0}, lhs_contracting_dims={3}, rhs_batch_dims={0}, rhs_contracting_dims={1}
+  t = f32[SHAPE] transpose(d), dimensions={PERMUTATION}
+  ROOT n = f32[SHAPE] negate(t)
+}
+"""
+
+
+def batched_transposed(permutation: str, shape: str) -> str:
+    return BATCHED_TRANSPOSED.replace("PERMUTATION", permutation).replace("SHAPE", shape)
+
+
+def folded(text: str) -> tuple[hlo_opt.Module, list[int]]:
+    """The flattened module with transposed dots folded, and how many in each executed
+    computation."""
+    from hlo_opt.fusion.stage import flattened
+    from hlo_opt.fusion.transposed_dots import fold_transposed_dots
+    from hlo_opt.kernels import executed_computations
+    module = flattened(hlo_opt.parse(text))
+    return module, [fold_transposed_dots(c) for c in executed_computations(module)]
+
+
+def same_as_interpreter(text: str) -> None:
+    """Compiled (every kernel native: no fallback), `text` computes what it means."""
+    module = hlo_opt.parse(text)
+    rng = np.random.default_rng(0)
+    ours, want = run_both(module, [random_array(p.shape, rng, edges=False)
+                                   for p in module.entry.parameters])
+    np.testing.assert_allclose(ours[0], want[0], rtol=1e-5, atol=1e-5)
+
+
+def test_a_dot_read_transposed_is_computed_transposed_with_the_add_as_its_epilogue():
+    """`acc + transpose(dot(x, dy))` (a weight gradient) is dot(dy, x): one GEMM kernel
+    whose epilogue is the add, no transpose left."""
+    module, counts = folded(WEIGHT_GRADIENT)
+    assert counts == [1]
+    [dot] = [i for i in module.entry.instructions if i.opcode == "dot"]
+    assert dot.shape.dims == (40, 24) and [o.name for o in dot.operands] == ["dy", "x"]
+    assert dot.attrs["operand_precision"] == ("default", "highest")
+    assert "transpose" not in [i.opcode for i in module.entry.instructions]
+    kernels = fuse(hlo_opt.parse(WEIGHT_GRADIENT))
+    assert fusions(kernels) == [("kOutput", ["dot", "add"])]
+    same_as_interpreter(WEIGHT_GRADIENT)
+
+
+def test_batched_dots_swap_their_free_blocks_keeping_the_batch_first():
+    text = batched_transposed("0,3,1,2", "2,6,3,5")
+    assert folded(text)[1] == [1]
+    same_as_interpreter(text)
+
+
+def test_a_transposed_dot_reading_another_folds_with_it():
+    text = """HloModule chained
+ENTRY e {
+  a = f32[8,6] parameter(0)
+  b = f32[8,5] parameter(1)
+  c = f32[6,7] parameter(2)
+  d1 = f32[6,5] dot(a, b), lhs_contracting_dims={0}, rhs_contracting_dims={0}
+  t1 = f32[5,6] transpose(d1), dimensions={1,0}
+  d2 = f32[5,7] dot(t1, c), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  t2 = f32[7,5] transpose(d2), dimensions={1,0}
+  ROOT n = f32[7,5] negate(t2)
+}
+"""
+    module, counts = folded(text)
+    assert counts == [2]
+    d1, d2 = [i for i in module.entry.instructions if i.opcode == "dot"]
+    assert d2.operands == [module.entry.parameters[2], d1]
+    same_as_interpreter(text)
+
+
+@pytest.mark.parametrize("text", [
+    batched_transposed("0,3,2,1", "2,6,5,3"),                      # the lhs block reversed
+    WEIGHT_GRADIENT.replace("ROOT g = f32[40,24] add(acc, t)", """\
+  g = f32[40,24] add(acc, t)
+  ROOT r = (f32[40,24], f32[24,40]) tuple(g, d)"""),              # read untransposed too
+])
+def test_other_transposes_of_dots_stay_transposes(text):
+    module, counts = folded(text)
+    assert counts == [0]
+    assert "transpose" in [i.opcode for i in module.entry.instructions]
+    same_as_interpreter(text)

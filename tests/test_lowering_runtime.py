@@ -702,6 +702,40 @@ def test_a_loops_gradient_accumulator_is_added_to_in_place():
     assert loop.state[1] in add.ins
 
 
+@pytest.mark.parametrize("k, in_place", [(32, True), (2048, False)])
+def test_a_gemm_adds_its_product_to_the_accumulator_in_place_when_it_writes_it_once(k, in_place):
+    """g + transpose(dot(x, d)) at GEMM sizes is one kernel, the dot computed transposed
+    with the add as its epilogue. Its K in one block, each element is finished before it
+    is stored: the kernel writes over g. Deeper, partial sums would be stored over g before
+    the epilogue reads it: a buffer of its own."""
+    from hlo_opt.lowering.program import While
+    from hlo_opt.lowering.runtime import build
+    body = ACCUMULATE
+    for old, new in (("f32[8,16]", "f32[48,64]"), ("f32[16,8]", "f32[64,48]"),
+                     ("4,8", f"{k},48"), ("4,16", f"{k},64"), ("[4,8]", f"[{k},48]"),
+                     ("[4,16]", f"[{k},64]"), ("[5,", "[9,"), ("constant(5)", "constant(9)")):
+        body = body.replace(old, new)       # 9 steps: a loop, not unrolled (fusion/unroll.py)
+    text = module(f"""
+        ds = f32[9,{k},48] parameter(0)
+        xs = f32[9,{k},64] parameter(1)
+        g0 = f32[48,64] parameter(2)
+        zero = s32[] constant(0)
+        e = f32[48,64] exponential(g0)
+        init = (s32[], f32[48,64], f32[9,{k},48], f32[9,{k},64]) tuple(zero, e, ds, xs)
+        w = (s32[], f32[48,64], f32[9,{k},48], f32[9,{k},64]) while(init), condition=cond, body=body
+        ROOT g = f32[48,64] get-tuple-element(w), index=1""", body)
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal(s).astype(np.float32) for s in ((9, k, 48), (9, k, 64), (48, 64))]
+    ours, want = run_both(text, args)
+    assert_matches(ours[0], want[0], 8, "accumulated", atol=1e-3)
+    [loop] = [s for s in build(hlo_opt.parse(text))[0].steps if isinstance(s, While)]
+    [gemm] = [s for s in loop.body.steps if loop.body_results[1] in s.outs]
+    assert {"dot", "add"} <= {i.opcode for i in gemm.kernel.comp.instructions}
+    assert not any(i.opcode == "transpose" for s in loop.body.steps
+                   for i in s.kernel.comp.instructions)
+    assert (loop.body_results[1] is loop.state[1]) == in_place
+
+
 @pytest.mark.parametrize("body", [
     # The old value is a result too.
     """s = f32[6,5] sine(e)
