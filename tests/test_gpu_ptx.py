@@ -32,9 +32,11 @@ FILES = corpus_files()
 # convolution whose result a reduce or reduce-window reads in the same fusion: XLA's fused
 # softmax logits, an average pool after a convolution): it runs as several launches.
 # the scans' step kernel: its dot and the dynamic-update-slice stacking the step's result
-# into the loop state run over different index spaces
+# into the loop state run over different index spaces; transformer_lm_train: its SGD updates
+# p - lr * dot (dots computed transposed, fusion/transposed_dots.py) are sibling GEMMs of one
+# kernel, one launch each
 SPLIT = {"shared/cnn_small.xla_opt", "transformer_lm.xla_opt", "transformer_lm_train.xla_opt",
-         "scan_rnn", "scan_rnn_grad"}
+         "scan_rnn", "scan_rnn_grad", "transformer_lm_train"}
 
 
 def assemble(ptx: str, tmp_path, arch: str = "sm_90") -> None:
