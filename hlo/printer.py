@@ -35,7 +35,8 @@ def print_instruction(inst: Instruction, metadata: bool = True) -> str:
         # XLA accepts holds a pad of a scalar. It equals its operand (the default rules'
         # pad_noop removes it); printing it anyway would only fail later, in XLA.
         raise UnsupportedError(f"{inst.name}: a pad of a scalar has no HLO text that XLA's "
-                               f"parser accepts; it is its operand (rules/default: pad_noop)")
+                               f"parser accepts; it is its operand (rules/default: pad_noop)",
+                               line=inst.line, column=inst.column)
     shape = inst.shape.to_text()
     if inst.opcode == "parameter":
         body = f"parameter({inst.parameter_number})"

@@ -119,7 +119,7 @@ def test_a_scalar_pad_left_in_place_is_one_line_not_text_xla_rejects(tmp_path):
     path = tmp_path / "scalar_pad.hlo"
     path.write_text(SCALAR_PAD)
     line = _one_line_error(_run("hlo-opt", str(path), "--rules=none"))
-    assert line.startswith(f"{path}: r: a pad of a scalar has no HLO text") and \
+    assert line.startswith(f"{path}:5:8: r: a pad of a scalar has no HLO text") and \
         "pad_noop" in line, line
     optimized = _run("hlo-opt", str(path))
     assert optimized.returncode == 0 and "pad(" not in optimized.stdout, optimized.stderr
