@@ -87,6 +87,7 @@ class NewInstruction:
 @dataclass
 class Explanation:
     module: str
+    entry: str                  # names in other computations are written computation/name
     target: str
     iterations: int
     stop: str
@@ -108,13 +109,16 @@ class Explanation:
         """The report for people (hlo-opt --explain)."""
         return _render(self)
 
+    def at(self, computation: str, name: str) -> str:
+        return name if computation == self.entry else f"{computation}/{name}"
+
 
 def explain(module: Module, out: Module, model, target: str, report, compiled, encoding,
             row_class, rewrote: list[tuple[str, str, int]], made: dict) -> Explanation:
     """`made`: per input computation's name, its output (pre-fusion) e-class -> instruction
     map (decode's); `rewrote`: REWROTE's rows (rule, opcode, compact class)."""
     rules = {r.name: r for r in compiled.rule_names.values()}
-    uses = [RuleUse(name, n, _where(rules[name].pos.file), rules[name].pos.line)
+    uses = [RuleUse(name, n, rule_path(rules[name].pos.file), rules[name].pos.line)
             for name, n in sorted(report.matches.items(), key=lambda x: (-x[1], x[0]))
             if n and name in rules]
     by_class: dict[int, set[str]] = defaultdict(set)
@@ -126,8 +130,9 @@ def explain(module: Module, out: Module, model, target: str, report, compiled, e
     input_rows: dict[int, list[int]] = defaultdict(list)
     for r in range(len(encoding.opcode)):
         input_rows[int(row_class[r])].append(r)
-    explanation = Explanation(module.name, target, report.iterations, report.stop, uses, [],
-                              [], [], [], model.module_cost(module), model.module_cost(out))
+    explanation = Explanation(module.name, module.entry.name, target, report.iterations,
+                              report.stop, uses, [], [], [], [], model.module_cost(module),
+                              model.module_cost(out))
     outputs = {c.name: c for c in executed_computations(out)}
     for part in encoding.parts:
         name = part.computation.name
@@ -245,7 +250,7 @@ def _price(explanation: Explanation, comp, part, model, row_class, kernel_of: di
     explanation.kernels += kernels.values()
 
 
-def _where(path: str) -> str:
+def rule_path(path: str) -> str:
     """A rule file's path relative to the working folder when it is inside it."""
     rel = os.path.relpath(path)
     return path if rel.startswith("..") else rel
@@ -266,11 +271,11 @@ def _render(e: Explanation) -> str:
     for k in e.kernels:
         members = f" = {_names(k.members)}" if k.members != [k.kernel] else ""
         inputs = f"; from input {_names(k.inputs)}" if k.inputs else "; new"
-        lines.append(f"  {k.computation}/{k.kernel}{members}: {_ns(k.before_ns)} -> "
+        lines.append(f"  {e.at(k.computation, k.kernel)}{members}: {_ns(k.before_ns)} -> "
                      f"{_ns(k.after_ns)}{inputs}")
     for g in e.gone_kernels:
-        now = f"its value is {g.now} now" if g.now else "not needed"
-        lines.append(f"  {g.computation}/{g.input}: {_ns(g.before_ns)} -> none ({now})")
+        now = f"its value is {g.now} now" if g.now else "its value is no longer computed"
+        lines.append(f"  {e.at(g.computation, g.input)}: {_ns(g.before_ns)} -> none ({now})")
     lines.append(f"  module: {_ns(e.before_ns)} -> {_ns(e.after_ns)}")
     lines.append("changes (input instruction: what became of it):")
     kept = 0
@@ -278,19 +283,19 @@ def _render(e: Explanation) -> str:
         if f.fate == "kept":
             kept += 1
             continue
-        what = {"merged": f"merged into {f.output} (the same term)",
+        what = {"merged": f"merged into {f.output} (the same operation on equal operands)",
                 "rewritten": f"rewritten into {f.output} ({f.output_opcode})"
                              + _by(f.rules),
-                "removed": "removed (nothing needs its value)"}[f.fate]
+                "removed": "removed (no output instruction computes its value)"}[f.fate]
         fused = f", fused into {f.kernel}" if f.kernel else ""
-        lines.append(f"  {f.computation}/{f.input} ({f.opcode}): {what}{fused}")
+        lines.append(f"  {e.at(f.computation, f.input)} ({f.opcode}): {what}{fused}")
     lines.append(f"  {kept} input instructions kept as they were")
     lines.append("new instructions (output instruction: the rule that made it):")
     for n in e.new:
         replaces = f"; computes what {_names(n.replaces)} did" if n.replaces else ""
         fused = f", fused into {n.kernel}" if n.kernel else ""
         made = _by(n.made_by).strip() or "no rule recorded"
-        lines.append(f"  {n.computation}/{n.output} ({n.opcode}): {made}{replaces}{fused}")
+        lines.append(f"  {e.at(n.computation, n.output)} ({n.opcode}): {made}{replaces}{fused}")
     if not e.new:
         lines.append("  (none)")
     return "\n".join(lines) + "\n"

@@ -103,7 +103,8 @@ class FrozenTerms:
     """Term e-nodes of one e-graph (see module doc). Node order is the frozen row order, which
     egglog keeps reproducible, so ties broken by node index are deterministic."""
 
-    def __init__(self, egraph: egg.EGraph, extras: dict, relations: dict[str, str] | None = None):
+    def __init__(self, egraph: egg.EGraph, extras: dict,
+                 relations: dict[str, str] | None = None):
         """`relations`: name -> column kinds ("s" String, "t" Term) of relations to read
         as well, into `self.relations` (rows of strings and compact classes, -1 for a class
         without term e-nodes)."""

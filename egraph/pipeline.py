@@ -42,10 +42,10 @@ def optimize(module: Module, rules="default", fp_mode: str = "xla", target: str 
     """The optimized module (a new Module; the input is not modified), or (module, report)
     with `stats`, the report a run.RunReport, or (module, explanation) with `explain`, an
     explain.Explanation (its `.report` the RunReport): the rules are then compiled to record
-    what they build (a rule set passed compiled is used as it is). `rules`: "default", "none", a rule file or
-    folder, a list of these, or an already compiled rule set. When the rules declare what
-    may fuse (`fuse`), the entry and the loop bodies are then fused for `target`, unless
-    `fusion` is False. The input is verified first (the rules and the cost model trust its
+    what they build (a rule set passed compiled is used as it is). `rules`: "default",
+    "none", a rule file or folder, a list of these, or an already compiled rule set. When
+    the rules declare what may fuse (`fuse`), the entry and the loop bodies are then fused
+    for `target`, unless `fusion` is False. The input is verified first (the rules and the cost model trust its
     declared shapes) unless `verify` is False, for callers that already did. `tpu_gen`: the
     generation of the tpu target's model (targets.cost_model)."""
     with no_gc():
