@@ -40,7 +40,7 @@ SHOWN_RULES = 4             # rules named per line of the text before "+N more"
 class RuleUse:
     rule: str
     matches: int
-    file: str
+    file: str                   # absolute (the text shows it relative to the working folder)
     line: int
 
 
@@ -118,7 +118,7 @@ def explain(module: Module, out: Module, model, target: str, report, compiled, e
     """`made`: per input computation's name, its output (pre-fusion) e-class -> instruction
     map (decode's); `rewrote`: REWROTE's rows (rule, opcode, compact class)."""
     rules = {r.name: r for r in compiled.rule_names.values()}
-    uses = [RuleUse(name, n, rule_path(rules[name].pos.file), rules[name].pos.line)
+    uses = [RuleUse(name, n, rules[name].pos.file, rules[name].pos.line)
             for name, n in sorted(report.matches.items(), key=lambda x: (-x[1], x[0]))
             if n and name in rules]
     by_class: dict[int, set[str]] = defaultdict(set)
@@ -264,15 +264,16 @@ def _names(names: list[str], shown: int = 8) -> str:
 def _render(e: Explanation) -> str:
     lines = [f"explain {e.module} (target {e.target}: {e.iterations} iterations, {e.stop})",
              "rules that matched (matches, where the rule is written):"]
-    lines += [f"  {u.matches:6}  {u.rule:32} {u.file}:{u.line}" for u in e.rules] or \
+    lines += [f"  {u.matches:6}  {u.rule:32} {rule_path(u.file)}:{u.line}" for u in e.rules] or \
         ["  (none)"]
     lines.append(f"kernels (the {e.target} model's estimate, before -> after: the input "
                  "kernels each one computes now):")
     for k in e.kernels:
-        members = f" = {_names(k.members)}" if k.members != [k.kernel] else ""
-        inputs = f"; from input {_names(k.inputs)}" if k.inputs else "; new"
-        lines.append(f"  {e.at(k.computation, k.kernel)}{members}: {_ns(k.before_ns)} -> "
-                     f"{_ns(k.after_ns)}{inputs}")
+        inputs = f"from input {_names(k.inputs)}" if k.inputs else "no input kernel"
+        lines.append(f"  {e.at(k.computation, k.kernel)}: {_ns(k.before_ns)} -> "
+                     f"{_ns(k.after_ns)}; {inputs}")
+        if k.members != [k.kernel]:
+            lines.append(f"      computes {_names(k.members)}")
     for g in e.gone_kernels:
         now = f"its value is {g.now} now" if g.now else "its value is no longer computed"
         lines.append(f"  {e.at(g.computation, g.input)}: {_ns(g.before_ns)} -> none ({now})")

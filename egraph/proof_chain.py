@@ -50,7 +50,7 @@ class ProofChain:
                  + ("1-minimal: without any one of them the proof fails)" if self.minimal
                     else "NOT minimal: the trial budget ran out)"),
                  f"  A:            {self.start}"]
-        lines += [f"  {s.rule} ({s.file}:{s.line}), iteration {s.iteration}:\n"
+        lines += [f"  {s.rule} ({rule_path(s.file)}:{s.line}), iteration {s.iteration}:\n"
                   f"                {s.term}" for s in self.steps]
         lines.append(f"  B:            {self.goal}")
         if self.folds:
@@ -81,7 +81,7 @@ def proof_chain(a: Module, b: Module, fired: list[str], rules="default", fp_mode
     order = sorted(kept, key=lambda r: (report.first_match.get(r, 1 << 30), positions[r]))
     for i, name in enumerate(order):
         file, line = positions[name]
-        chain.steps.append(Step(name, rule_path(file), line, report.first_match.get(name, -1),
+        chain.steps.append(Step(name, file, line, report.first_match.get(name, -1),
                                 _root_term(a, compiled.restricted(order[:i + 1]))))
     return chain
 

@@ -14,6 +14,7 @@ import pytest
 
 import hlo_opt
 from hlo_opt.egraph.pipeline import compiled_rules, prove_equivalent
+from hlo_opt.egraph.proof_chain import proof_chain
 from hlo_opt.targets import cost_model, kernel_view
 
 HEAD = "HloModule m\nENTRY main {\n  x = f32[64,32] parameter(0)\n  y = f32[64,32] parameter(1)\n"
@@ -143,7 +144,9 @@ def test_explain_to_a_path_is_written_atomically_and_a_bad_path_is_one_line(tmp_
 
 
 def test_hlo_equiv_explains_with_a_chain_whose_rules_alone_prove_it(tmp_path):
+    # d is dead: add_self_twice matches it, and the chain leaves it out
     a = write(tmp_path, "a.hlo", ONES + ZEROS + "  m = f32[64,32] multiply(x, ones)\n"
+              "  d = f32[64,32] add(y, y)\n"
               "  n = f32[64,32] subtract(zs, y)\n  ROOT r = f32[64,32] add(m, n)")
     b = write(tmp_path, "b.hlo", "  ROOT r = f32[64,32] subtract(x, y)")
     proc = cli("hlo-equiv", a, b, "--explain")
@@ -164,3 +167,17 @@ def test_hlo_equiv_explains_with_a_chain_whose_rules_alone_prove_it(tmp_path):
     for name, file, line in (s[:3] for s in steps):
         with open(file, encoding="utf-8") as f:      # relative to the working folder
             assert f.readlines()[int(line) - 1].startswith(f"rule {name}")
+
+
+def test_a_chain_found_within_a_spent_budget_says_it_may_not_be_minimal():
+    a = hlo_opt.parse(HEAD + ONES + "  m = f32[64,32] multiply(x, ones)\n"
+                      "  d = f32[64,32] add(y, y)\n  ROOT r = f32[64,32] add(m, d)\n}\n")
+    b = hlo_opt.parse(HEAD + "  d = f32[64,32] add(y, y)\n  ROOT r = f32[64,32] add(x, d)\n}\n")
+    proved, report = prove_equivalent(a, b)
+    fired = [name for name, n in report.matches.items() if n]
+    assert proved and {"mul_one", "add_self_twice"} <= set(fired)
+    chain = proof_chain(a, b, fired, max_trials=1)
+    assert not chain.minimal and "NOT minimal" in chain.text()
+    names = [s.rule for s in chain.steps]
+    assert prove_equivalent(a, b, compiled_rules("default", "xla").restricted(names))[0]
+    assert [s.rule for s in proof_chain(a, b, fired).steps] == ["mul_one"]
