@@ -25,7 +25,7 @@ Two rules that build the same opcode in one e-class are both named.
 from __future__ import annotations
 
 import os
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 
 from ..ir import Instruction, Module
@@ -176,6 +176,9 @@ class _Diff:
         return rules
 
     def run(self, part, kernel_of: dict[int, str]) -> None:
+        # merged: several input instructions' values in one e-class (renamed alone: kept)
+        sharing = Counter(int(self.row_class[row]) for inst, row, _ in part.instructions
+                          if inst.opcode != "parameter")
         for inst, row, _ in part.instructions:
             if inst.opcode == "parameter":
                 continue
@@ -187,8 +190,8 @@ class _Diff:
             if not self.same_term(row, out):
                 fate, rules = "rewritten", self.folded(out, sorted(self.by_class.get(c, ())))
             else:
-                fate, rules = ("kept" if out.name == inst.name or inst.opcode in ("fusion", "call")
-                               else "merged"), []
+                alone = sharing[c] == 1 or out.name == inst.name
+                fate, rules = ("kept" if alone else "merged"), []
             kernel = kernel_of.get(c)
             self.fates.append(Fate(self.computation, inst.name, inst.opcode, fate, out.name,
                                    out.opcode, kernel if kernel != out.name else None, rules))

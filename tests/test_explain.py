@@ -27,8 +27,8 @@ def explained(body: str, **options):
     return module, *hlo_opt.optimize(module, explain=True, **options)
 
 
-def fate(explanation, name: str):
-    [f] = [f for f in explanation.fates if f.input == name]
+def fate(explanation, name: str, computation: str = "main"):
+    [f] = [f for f in explanation.fates if (f.computation, f.input) == (computation, name)]
     return f
 
 
@@ -85,6 +85,39 @@ def test_a_new_instruction_names_the_rule_that_made_it():
     assert new.replaces == ["n"]
     [use] = [u for u in why.rules if u.rule == "sub_from_zero"]
     assert rule_line(use).startswith("rule sub_from_zero")
+
+
+def test_a_loop_body_is_explained_under_its_computation_name():
+    module = hlo_opt.parse("""HloModule w
+body {
+  s = (s32[], f32[16]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  v = f32[16] get-tuple-element(s), index=1
+  i1 = s32[] add(i, i)
+  one = f32[] constant(1)
+  ones = f32[16] broadcast(one), dimensions={}
+  m = f32[16] multiply(v, ones)
+  ROOT t = (s32[], f32[16]) tuple(i1, m)
+}
+cond {
+  s = (s32[], f32[16]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant(100)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+ENTRY main {
+  x = f32[16] parameter(0)
+  zero = s32[] constant(0)
+  init = (s32[], f32[16]) tuple(zero, x)
+  w = (s32[], f32[16]) while(init), condition=cond, body=body
+  ROOT r = f32[16] get-tuple-element(w), index=1
+}
+""")
+    _, why = hlo_opt.optimize(module, explain=True)
+    f = fate(why, "m", "body")
+    assert (f.fate, f.output, f.rules) == ("rewritten", "v", ["mul_one"])
+    assert fate(why, "i", "body").fate == "kept"    # renamed (cond has an `i` too), not merged
+    assert "body/m (multiply): rewritten into v" in why.text()
 
 
 def test_a_folded_constant_is_attributed_to_folding():
