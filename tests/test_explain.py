@@ -74,6 +74,8 @@ def test_a_fused_kernel_lists_its_input_instructions_and_their_costs():
     assert kernel.after_ns < kernel.before_ns
     assert why.after_ns == pytest.approx(model.module_cost(out))
     assert why.before_ns == pytest.approx(model.module_cost(module))
+    assert why.before_ns == pytest.approx(sum(k.before_ns for k in why.kernels)
+                                          + sum(g.before_ns for g in why.gone_kernels))
     assert fate(why, "e").kernel == fusion.name
 
 
