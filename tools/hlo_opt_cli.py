@@ -2,7 +2,8 @@
 as HLO text, or with --emit=llvm|asm|ptx as the LLVM IR or assembly of its kernels: host code
 for the CPU, NVPTX IR and PTX for --target=gpu. With --target=tpu the text carries XLA's TPU
 tiled layouts (targets/tpu_layout.py), --stats adds the TPU model's per-kernel table and
---report=PATH writes it as JSON (targets/tpu_report.py)."""
+--report=PATH writes it as JSON (targets/tpu_report.py). --explain[=PATH] reports why the
+output looks as it does (egraph/explain.py)."""
 from __future__ import annotations
 
 import argparse
@@ -58,7 +59,7 @@ def build_arg_parser() -> argparse.ArgumentParser:
                         "the per-kernel table of the TPU model follows the summary")
     p.add_argument("--report", metavar="PATH",
                    help="with --target=tpu: write the TPU model's per-kernel report as JSON")
-    p.add_argument("--explain", nargs="?", const="-", metavar="PATH",
+    p.add_argument("--explain", nargs="?", const="-", metavar="=PATH",
                    help="report why the output looks as it does (docs/explain.md): the rules "
                         "that matched with their file:line, per kernel the target model's "
                         "cost before -> after, what became of each input instruction and "
