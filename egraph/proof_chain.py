@@ -35,7 +35,7 @@ class Step:
 
 @dataclass
 class ProofChain:
-    start: str              # A's root with no rules (common subexpressions merged)
+    start: str              # A's root with no rules (common subexpressions merged, folded)
     goal: str               # B's root, likewise
     steps: list[Step] = field(default_factory=list)
     minimal: bool = True
@@ -46,6 +46,9 @@ class ProofChain:
         return asdict(self)
 
     def text(self) -> str:
+        if not self.steps and self.minimal:
+            return ("no rule needed: the roots are one term once common subexpressions "
+                    f"merge and constants fold\n  A, B:         {self.start}\n")
         lines = [f"chain of {len(self.steps)} rules ({self.trials} trial proofs; "
                  + ("1-minimal: without any one of them the proof fails)" if self.minimal
                     else "NOT minimal: the trial budget ran out)"),

@@ -216,3 +216,12 @@ def test_a_chain_found_within_a_spent_budget_says_it_may_not_be_minimal():
     names = [s.rule for s in chain.steps]
     assert prove_equivalent(a, b, compiled_rules("default", "xla").restricted(names))[0]
     assert [s.rule for s in proof_chain(a, b, fired).steps] == ["mul_one"]
+
+
+def test_programs_equal_up_to_common_subexpressions_need_no_rule(tmp_path):
+    a = write(tmp_path, "a.hlo", "  a = f32[64,32] add(x, y)\n  b = f32[64,32] add(x, y)\n"
+              "  ROOT r = f32[64,32] multiply(a, b)")
+    b = write(tmp_path, "b.hlo", "  a = f32[64,32] add(x, y)\n  ROOT r = f32[64,32] multiply(a, a)")
+    proc = cli("hlo-equiv", a, b, "--explain")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[1].startswith("no rule needed")
