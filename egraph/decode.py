@@ -23,11 +23,12 @@ from .terms import ir_attrs
 
 
 def decode(terms: FrozenTerms, extraction: Extraction, encoding: Encoding, part: Part,
-           callees: Callees) -> Computation:
-    """The computation `part` encoded, as `extraction` chose it."""
+           callees: Callees, made: dict | None = None) -> Computation:
+    """The computation `part` encoded, as `extraction` chose it. `made`, when given, receives
+    each extracted e-class's instruction (explain.py reads it)."""
     origins = _origins(terms, encoding, part)
     names = callees.names
-    made: dict[int, Instruction] = {}
+    made = {} if made is None else made
     typed: dict[tuple[int, int, int], tuple] = {}      # (op, attr, type) -> decoded parts
     op, attr, type_, key = (a.tolist() for a in (terms.op, terms.attr, terms.type, terms.key))
     ptr, child = terms.child_ptr.tolist(), terms.child.tolist()

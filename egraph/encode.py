@@ -50,6 +50,9 @@ class Part:
     parameters: list[int] = field(default_factory=list)
     keep_alive: list[int] = field(default_factory=list)
     calls: list[Computation] = field(default_factory=list)
+    # each instruction of the computation: (it, the row of its value, the rows made for it
+    # — a fusion's or call's body; explain.py prices input kernels with these)
+    instructions: list[tuple[Instruction, int, range]] = field(default_factory=list)
 
 
 class Encoding:
@@ -101,7 +104,11 @@ class Encoding:
         (None at the top: parameters are leaves). Returns the root's row."""
         row: dict[int, int] = {}
         for inst in comp.instructions:
+            start = len(self.opcode)
             row[id(inst)] = self._instruction(inst, [row[id(o)] for o in inst.operands], args)
+            if args is None:
+                self._part.instructions.append((inst, row[id(inst)],
+                                                range(start, len(self.opcode))))
         return row[id(comp.root)]
 
     def _instruction(self, inst: Instruction, operands: list[int], args) -> int:

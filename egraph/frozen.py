@@ -103,12 +103,18 @@ class FrozenTerms:
     """Term e-nodes of one e-graph (see module doc). Node order is the frozen row order, which
     egglog keeps reproducible, so ties broken by node index are deterministic."""
 
-    def __init__(self, egraph: egg.EGraph, extras: dict):
+    def __init__(self, egraph: egg.EGraph, extras: dict,
+                 relations: dict[str, str] | None = None):
+        """`relations`: name -> column kinds ("s" String, "t" Term) of relations to read
+        as well, into `self.relations` (rows of strings and compact classes, -1 for a class
+        without term e-nodes)."""
         with no_gc():
             functions = egraph.freeze().functions
             self.values = Values(egraph, functions, extras)
             self._read_nodes(functions)
             self.row_class = self._placeholders(functions)
+            self.relations = {name: self._relation(functions.get(name), kinds)
+                              for name, kinds in (relations or {}).items()}
         self.shape = self.values.shape
         self.attr_value = self.values.attr
 
@@ -171,6 +177,18 @@ class FrozenTerms:
 
     def children(self, node: int) -> np.ndarray:
         return self.child[self.child_ptr[node]:self.child_ptr[node + 1]]
+
+    def _relation(self, fn, kinds: str) -> list[tuple]:
+        rows = []
+        for r in fn.rows if fn is not None else ():
+            rows.append(tuple(self.values.string(v) if kind == "s" else self._class(v)
+                              for v, kind in zip(r.inputs, kinds)))
+        return rows
+
+    def _class(self, value) -> int:
+        raw = self.values.v2i(value)
+        i = int(np.searchsorted(self.class_ids, raw))
+        return i if i < self.n_classes and self.class_ids[i] == raw else -1
 
     def _placeholders(self, functions: dict) -> np.ndarray:
         """Encoding row -> compact e-class, from the `(Nd row)` placeholders."""

@@ -30,6 +30,7 @@ from .encode import Encoding, Part
 from .extract import extract
 from .frozen import FrozenTerms, no_gc
 from .ingest import load
+from ..rule_compiler.rule_emit import REWROTE
 from ..rule_compiler.rules import compile_rules, load_rule_set, rule_files
 from .run import Limits, RunReport, prepared, saturate
 
@@ -37,25 +38,27 @@ from .run import Limits, RunReport, prepared, saturate
 def optimize(module: Module, rules="default", fp_mode: str = "xla", target: str = "cpu",
              time_limit: float = 60.0, node_limit: int = 200_000, iteration_limit: int = 30,
              stats: bool = False, fusion: bool = True, verify: bool = True,
-             tpu_gen: str | None = None):
+             tpu_gen: str | None = None, explain: bool = False):
     """The optimized module (a new Module; the input is not modified), or (module, report)
-    with `stats`, the report a run.RunReport. `rules`: "default", "none", a rule file or
-    folder, a list of these, or an already compiled rule set. When the rules declare what
-    may fuse (`fuse`), the entry and the loop bodies are then fused for `target`, unless
-    `fusion` is False. The input is verified first (the rules and the cost model trust its
+    with `stats`, the report a run.RunReport, or (module, explanation) with `explain`, an
+    explain.Explanation (its `.report` the RunReport): the rules are then compiled to record
+    what they build (a rule set passed compiled is used as it is). `rules`: "default",
+    "none", a rule file or folder, a list of these, or an already compiled rule set. When
+    the rules declare what may fuse (`fuse`), the entry and the loop bodies are then fused
+    for `target`, unless `fusion` is False. The input is verified first (the rules and the cost model trust its
     declared shapes) unless `verify` is False, for callers that already did. `tpu_gen`: the
     generation of the tpu target's model (targets.cost_model)."""
     with no_gc():
         return _optimize(module, rules, fp_mode, target, time_limit, node_limit,
-                         iteration_limit, stats, fusion, verify, tpu_gen)
+                         iteration_limit, stats, fusion, verify, tpu_gen, explain)
 
 
 def _optimize(module: Module, rules, fp_mode: str, target: str, time_limit: float,
               node_limit: int, iteration_limit: int, stats: bool, fusion: bool, verify: bool,
-              tpu_gen: str | None):
+              tpu_gen: str | None, explain: bool):
     if verify:
         verifier.verify(module)
-    compiled = compiled_rules(rules, fp_mode)
+    compiled = compiled_rules(rules, fp_mode, explain)
     model = cost_model(target, tpu_gen)
     limits = Limits(iteration_limit, node_limit, time_limit)
     callees = Callees(module)
@@ -72,12 +75,13 @@ def _optimize(module: Module, rules, fp_mode: str, target: str, time_limit: floa
         saturate(prep, encoding, callees, limits, report)
         # inside the session: frozen values refer to egglog's pools, which pop rewinds
         t0 = time.perf_counter()
-        terms = FrozenTerms(prep.egraph, encoding.extras)
+        terms = FrozenTerms(prep.egraph, encoding.extras,
+                            {REWROTE: "sst"} if compiled.explain else None)
         report.eclasses = terms.n_classes
         costs = node_costs(terms, model, encoding.rests)
         report.add_time("extract", time.perf_counter() - t0)
-        entry = _Decoder(terms, costs, encoding, parts, callees, report).computation(
-            module.entry)
+        decoder = _Decoder(terms, costs, encoding, parts, callees, report, explain)
+        entry = decoder.computation(module.entry)
     out = Module(module.name, _reachable(entry), entry, dict(module.attrs),
                  module.extra_sections)
     if fusion and compiled.fuses:
@@ -87,9 +91,17 @@ def _optimize(module: Module, rules, fp_mode: str, target: str, time_limit: floa
         policy = FusionPolicy(compiled.fuses, compiled.limits, target)
         out = fuse_module(out, executed_computations(out), policy, model)
         report.add_time("fuse", time.perf_counter() - t0)
-    if stats:
+    if stats or explain:
         report.kernels = f"{target}: {kernel_report(out).summary()}, " \
                          f"estimated {model.module_cost(out) / 1000:,.1f} us"
+    if explain:
+        from .explain import explain as explained
+        t0 = time.perf_counter()
+        why = explained(module, out, model, target, report, compiled, encoding,
+                        terms.row_class, terms.relations.get(REWROTE, []), decoder.made)
+        report.add_time("explain", time.perf_counter() - t0)
+        why.report = report
+        return out, why
     return (out, report) if stats else out
 
 
@@ -97,18 +109,18 @@ _COMPILED: dict[tuple, object] = {}
 _COMPILED_KEPT = 8
 
 
-def compiled_rules(rules, fp_mode: str):
-    """The compiled rule set for `rules` (see optimize). Parsing the rule files costs more
-    than a small module's whole optimization, so compiled sets are kept per process, keyed
-    by the files' paths, sizes and modification times (a file a rule file includes from
-    elsewhere is not watched)."""
+def compiled_rules(rules, fp_mode: str, explain: bool = False):
+    """The compiled rule set for `rules` (see optimize; `explain`: rules that record what
+    they build). Parsing the rule files costs more than a small module's whole
+    optimization, so compiled sets are kept per process, keyed by the files' paths, sizes
+    and modification times (a file a rule file includes from elsewhere is not watched)."""
     if hasattr(rules, "rulesets"):
         return rules
     specs = (rules,) if isinstance(rules, str) else tuple(rules)
-    key = (specs, fp_mode, _stamp(specs))
+    key = (specs, fp_mode, explain, _stamp(specs))
     compiled = _COMPILED.get(key)
     if compiled is None:
-        compiled = compile_rules(load_rule_set(list(specs)), fp_mode)
+        compiled = compile_rules(load_rule_set(list(specs)), fp_mode, explain)
         if len(_COMPILED) >= _COMPILED_KEPT:
             _COMPILED.pop(next(iter(_COMPILED)))
         _COMPILED[key] = compiled
@@ -148,9 +160,11 @@ class _Decoder:
     """Extracts and decodes computations, each after the sub-computations it calls."""
 
     def __init__(self, terms: FrozenTerms, costs, encoding: Encoding, parts: dict[int, Part],
-                 callees: Callees, report: RunReport):
+                 callees: Callees, report: RunReport, keep_classes: bool = False):
         self.terms, self.costs, self.encoding = terms, costs, encoding
         self.parts, self.callees, self.report = parts, callees, report
+        # with keep_classes: computation name -> its e-class -> instruction map (explain)
+        self.made: dict[str, dict] | None = {} if keep_classes else None
         self.parameter_nodes = terms.op == terms.opnames.index("parameter") \
             if "parameter" in terms.opnames else np.zeros(len(terms), dtype=bool)
         self.done: dict[int, Computation] = {}
@@ -169,7 +183,8 @@ class _Decoder:
         extraction = extract(terms.eclass, terms.child_ptr, terms.child, terms.n_classes,
                              self.costs, roots, excluded=foreign)
         t1 = time.perf_counter()
-        result = decode(terms, extraction, self.encoding, part, self.callees)
+        made = None if self.made is None else self.made.setdefault(comp.name, {})
+        result = decode(terms, extraction, self.encoding, part, self.callees, made)
         self.report.add_time("extract", t1 - t0)
         self.report.add_time("decode", time.perf_counter() - t1)
         self.done[id(comp)] = result

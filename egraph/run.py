@@ -68,6 +68,7 @@ class RunReport:
     seconds: dict[str, float] = field(default_factory=dict)
     matches: Counter = field(default_factory=Counter)
     rule_seconds: Counter = field(default_factory=Counter)
+    first_match: dict[str, int] = field(default_factory=dict)  # rule -> its first iteration
     folds: int = 0
     fold_failures: int = 0
     kernels: str = ""           # after fusion: kernels, bytes, the model's time estimate
@@ -264,7 +265,10 @@ def _iteration(prep: PreparedEGraph, phase: str, encoding: Encoding, callees: Ca
         return folds > 0 or answers > 0
     result = _timed_run(prep, ruleset, 1, report, phase)
     for name, n in result.num_matches_per_rule.items():
-        report.matches[prep.rule_names.get(name, name)] += n
+        rule = prep.rule_names.get(name, name)
+        report.matches[rule] += n
+        if n:
+            report.first_match.setdefault(rule, report.iterations)
     for name, t in result.search_and_apply_time_per_rule.items():
         # egglog 13.2 stores milliseconds in the timedelta's microseconds field
         report.rule_seconds[prep.rule_names.get(name, name)] += t.total_seconds() * 1000

@@ -59,11 +59,13 @@ def compile(module: Module | str, target: str = "cpu", verify: bool = True,  # n
 def optimize(module: Module | str, rules="default", fp_mode: str = "xla", target: str = "cpu",
              time_limit: float = 60.0, node_limit: int = 200_000, iteration_limit: int = 30,
              stats: bool = False, fusion: bool = True, verify: bool = True,
-             tpu_gen: str | None = None):
+             tpu_gen: str | None = None, explain: bool = False):
     """The module rewritten by the rule set, extracted at least cost for `target` and fused
-    where the rules allow and the target's model gains; with `stats`, (module, report).
+    where the rules allow and the target's model gains; with `stats`, (module, report); with
+    `explain`, (module, explanation): which rules fired, per kernel the cost before and
+    after, and what became of each instruction (`.text()`, `.as_json()`; docs/explain.md).
     The input is verified first unless `verify` is False. `tpu_gen`: the TPU generation
     the tpu target models (v4, v5e, v5p, v6e; default v5e). See egraph/pipeline.py."""
     from .egraph.pipeline import optimize as _optimize
     return _optimize(_module(module), rules, fp_mode, target, time_limit, node_limit,
-                     iteration_limit, stats, fusion, verify, tpu_gen)
+                     iteration_limit, stats, fusion, verify, tpu_gen, explain)

@@ -85,6 +85,7 @@ class Emitter:
         # of the OpV they are in, the position of the first, its opcode); see `element`.
         self.items: dict[str, list[str]] = {}
         self.sources: dict[str, tuple[str, int]] = {}
+        self.built: list[tuple[str, str]] = []  # right side: (opcode, term) of each new node
 
     def choose(self, key, options: int) -> int:
         if key not in self.choices:
@@ -320,17 +321,24 @@ class Emitter:
             if rank == 0 or rank is None and self.choose(("rsplat", node.id), 2) == 0:
                 if rank is None:
                     self.atom(eq(0, atom("vec-length", parts.dims)))
-                return schema.leaf('"constant"', 0, value, type_text)
+                return self.made('"constant"', schema.leaf('"constant"', 0, value, type_text))
             if rank is None:
                 self.atom(atom("<", 0, atom("vec-length", parts.dims)))
             scalar = schema.leaf('"constant"', 0, value, array_type(parts.dtype, vec([]), '""'))
-            return schema.node('"broadcast"', [scalar], attr(attr_constructor("broadcast"),
-                                                      [vec([]), '""']), type_text)
+            return self.made('"broadcast"', schema.node(
+                '"broadcast"', [self.made('"constant"', scalar)],
+                attr(attr_constructor("broadcast"), [vec([]), '""']), type_text))
         rest = self.value(node.children[-1].value) \
             if node.children and node.children[-1].kind == "operands" else ""
         children = [self.build(c) for c in node.children[:len(node.children) - bool(rest)]]
-        return self.term(node.op, children, node.attrs, type_text, key="0", op_var=node.op_var,
-                         rest=rest)
+        return self.made(node.op_var or egg_string(node.op),
+                         self.term(node.op, children, node.attrs, type_text, key="0",
+                                   op_var=node.op_var, rest=rest))
+
+    def made(self, opcode: str, term: str) -> str:
+        """Notes a term the right side builds (explain mode records who made it)."""
+        self.built.append((opcode, term))
+        return term
 
 
 def static_length(v) -> int | None:
@@ -348,10 +356,19 @@ def literal(v: Lit) -> str:
     return egg_string(v.value)
 
 
-def emit_rule(ir: RuleIR) -> tuple[list[tuple[str, str]], list[tuple[str, str]],
-                                   dict[str, set]]:
+# (Rewrote rule opcode e): rule `rule` built a term of `opcode` in e-class e, or ("" opcode)
+# unioned e with a term it matched. Written only by rules compiled for explaining (egraph/
+# explain.py reads it after saturation to say which rule produced an instruction).
+REWROTE = "Rewrote"
+REWROTE_DECLARATION = relation(REWROTE, ["String", "String", "Term"])
+
+
+def emit_rule(ir: RuleIR, explain: bool = False) -> tuple[list[tuple[str, str]],
+                                                          list[tuple[str, str]],
+                                                          dict[str, set]]:
     """[(query, actions)] per distinct variant, [(query, action)] per distinct host-call
-    request, and the function calls the variants make."""
+    request, and the function calls the variants make. With `explain`, each variant also
+    records the terms its right side builds in REWROTE."""
     read = read_lists(ir)
 
     def emit(em: Emitter) -> str:
@@ -360,6 +377,10 @@ def emit_rule(ir: RuleIR) -> tuple[list[tuple[str, str]], list[tuple[str, str]],
         for g in ir.guards:
             em.value(g)
         actions = [union(ROOT, em.build(ir.rhs))]
+        if explain:
+            name = egg_string(ir.rule.name)
+            made = em.built or [('""', ROOT)]
+            actions += [atom(REWROTE, name, op, term) for op, term in made]
         for check in em.checks:
             em.atom(check)
         if ir.subsume:

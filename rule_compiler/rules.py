@@ -32,7 +32,7 @@ from ..grammar.rules_parser import (MODES, Fuse, Limit, RawEgglog, Rule, RuleFil
 from ..egraph.host_calls import RULESET as HOST_RULESET, declarations as host_declarations
 from .rule_analysis import analyze_fold, analyze_rule
 from .gates import Gates, Needs, can_match, needs
-from .rule_emit import CLASS_DECLARATIONS, emit_rule, rule_command
+from .rule_emit import CLASS_DECLARATIONS, REWROTE_DECLARATION, emit_rule, rule_command
 from .rule_functions import FUNCTIONS
 from .rule_ir import FoldIR
 from ..egraph.schema import declarations
@@ -87,6 +87,7 @@ class CompiledRules:
     needs: dict[str, Needs] = dataclasses.field(default_factory=dict)
     fuses: tuple[Fuse, ...] = ()             # fusion legality (fusion/policy.py reads them)
     limits: tuple[Limit, ...] = ()
+    explain: bool = False                    # rules record what they build (rule_emit.REWROTE)
 
     def commands(self, rules: Iterable[str] | None = None) -> list[str]:
         """The program: the prelude, then the rulesets' commands (those in `rules` only)."""
@@ -121,6 +122,18 @@ class CompiledRules:
                     grew = True
             todo = [c for c in todo if c not in chosen]
         return tuple(c for cmds in self.rulesets.values() for c in cmds if c in chosen)
+
+    def restricted(self, names: Iterable[str]) -> CompiledRules:
+        """The same rule set with only the DSL rules named `names` (their variants and host
+        requests); raw egglog blocks, folds and fusion declarations stay."""
+        keep = set(names)
+
+        def kept(command: str) -> bool:
+            origin = self.origins.get(command)
+            return not isinstance(origin, Rule) or origin.name in keep
+        rulesets = {name: tuple(c for c in cmds if kept(c)) for name, cmds in self.rulesets.items()}
+        return dataclasses.replace(self, rulesets=rulesets, rule_names={
+            n: r for n, r in self.rule_names.items() if r.name in keep})
 
     def load(self, egraph, rules: Iterable[str] | None = None) -> None:
         """Add the rules (those in `rules` only) to an egglog EGraph that already has
@@ -160,13 +173,16 @@ class CompiledRules:
         return HloError(f"egglog rejected the compiled rules: {message}")
 
 
-def compile_rules(rule_file: RuleFile, fp_mode: str = "xla") -> CompiledRules:
+def compile_rules(rule_file: RuleFile, fp_mode: str = "xla", explain: bool = False
+                  ) -> CompiledRules:
+    """The rule file's rules for `fp_mode`; with `explain`, each rule also records the terms
+    it builds (rule_emit.REWROTE), which costs an insert per built term per match."""
     if fp_mode not in MODES:
         raise HloError(f"unknown floating-point mode '{fp_mode}' (expected one of "
                        f"{', '.join(MODES)})")
     key = (tuple((r, r.pos) for r in rule_file.rules), tuple((r, r.pos) for r in rule_file.raw),
            tuple((f, f.pos) for f in rule_file.folds))
-    compiled = _compile(key, fp_mode)
+    compiled = _compile(key, fp_mode, explain)
     if not rule_file.fuses and not rule_file.limits:
         return compiled
     FusionPolicy(rule_file.fuses, rule_file.limits, "cpu")     # reports bad guards now
@@ -175,7 +191,7 @@ def compile_rules(rule_file: RuleFile, fp_mode: str = "xla") -> CompiledRules:
 
 
 @functools.lru_cache(maxsize=16)
-def _compile(key, fp_mode: str) -> CompiledRules:
+def _compile(key, fp_mode: str, explain: bool) -> CompiledRules:
     rules, raws, folds = ([item for item, _ in part] for part in key)
     rulesets: dict[str, list[str]] = {phase: [] for phase in PHASES}
     names: dict[str, Rule] = {}
@@ -190,7 +206,7 @@ def _compile(key, fp_mode: str) -> CompiledRules:
         if not mode_allows(rule.mode, fp_mode):
             skipped.append(rule)
             continue
-        variants, requests, used = emit_rule(ir)
+        variants, requests, used = emit_rule(ir, explain)
         for fn, args in used.items():
             calls.setdefault(fn, set()).update(args)
         for i, (query, actions) in enumerate(variants):
@@ -215,10 +231,13 @@ def _compile(key, fp_mode: str) -> CompiledRules:
         rulesets.setdefault(item.ruleset, [])
     prelude = [d for name in rulesets if name not in declared for d in gates.declarations(name)]
     prelude.append(CLASS_DECLARATIONS)
+    if explain:
+        prelude.append(REWROTE_DECLARATION)
     facts = [FUNCTIONS[fn].facts(args) for fn, args in sorted(calls.items())
              if FUNCTIONS[fn].facts is not None]
     host = tuple(sorted(fn for fn in calls if FUNCTIONS[fn].host))
     prelude += facts + [host_declarations(FUNCTIONS[fn]) for fn in host]
     return CompiledRules(fp_mode, tuple(prelude),
                          {name: tuple(cmds) for name, cmds in rulesets.items()}, names,
-                         fold_irs, tuple(skipped), origins, host, gates.table(), needed)
+                         fold_irs, tuple(skipped), origins, host, gates.table(), needed,
+                         explain=explain)

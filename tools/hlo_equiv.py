@@ -20,6 +20,7 @@ import numpy as np
 
 from .. import UnsupportedError, evaluate, xla_oracle
 from ..egraph.pipeline import prove_equivalent
+from ..egraph.proof_chain import proof_chain
 from ..dtypes import from_numpy, int_info
 from ..errors import HloError
 from ..ir import Module
@@ -44,6 +45,9 @@ def build_arg_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--time-limit", type=float, default=10.0, metavar="S",
                    help="seconds of saturation for the proof (default 10)")
+    p.add_argument("--explain", action="store_true",
+                   help="after a proof, the chain of rules linking the two roots, in order, "
+                        "each with its file:line and A's root after it (docs/explain.md)")
     return p
 
 
@@ -58,6 +62,10 @@ def main(argv=None) -> int:
     if proved:
         print(f"equivalent: proved (roots in one e-class after {report.iterations} "
               f"iterations, {report.enodes} e-nodes)")
+        if args.explain:
+            fired = [name for name, n in report.matches.items() if n]
+            print(proof_chain(a, b, fired, args.rules or ["default"], args.fp_mode,
+                              args.time_limit).text(), end="")
         return 0
     for path, module in ((args.a, a), (args.b, b)):
         with about(path):

@@ -2,7 +2,8 @@
 as HLO text, or with --emit=llvm|asm|ptx as the LLVM IR or assembly of its kernels: host code
 for the CPU, NVPTX IR and PTX for --target=gpu. With --target=tpu the text carries XLA's TPU
 tiled layouts (targets/tpu_layout.py), --stats adds the TPU model's per-kernel table and
---report=PATH writes it as JSON (targets/tpu_report.py)."""
+--report=PATH writes it as JSON (targets/tpu_report.py). --explain[=PATH] reports why the
+output looks as it does (egraph/explain.py)."""
 from __future__ import annotations
 
 import argparse
@@ -58,6 +59,12 @@ def build_arg_parser() -> argparse.ArgumentParser:
                         "the per-kernel table of the TPU model follows the summary")
     p.add_argument("--report", metavar="PATH",
                    help="with --target=tpu: write the TPU model's per-kernel report as JSON")
+    p.add_argument("--explain", nargs="?", const="-", metavar="=PATH",
+                   help="report why the output looks as it does (docs/explain.md): the rules "
+                        "that matched with their file:line, per kernel the target model's "
+                        "cost before -> after, what became of each input instruction and "
+                        "which rule made each new one; to stderr, or with --explain=PATH "
+                        "written to PATH (as JSON when PATH ends in .json)")
     return p
 
 
@@ -84,6 +91,9 @@ def emit_code(module, emit: str, target: str = "cpu", gpu_arch: str | None = Non
 
 @main_guard("hlo-opt")
 def main(argv=None) -> int:
+    # a bare --explain must not take the input file as its PATH: only --explain=PATH names one
+    argv = ["--explain=-" if a == "--explain" else a for a in
+            (sys.argv[1:] if argv is None else argv)]
     args = build_arg_parser().parse_args(argv)
     if args.time_limit <= 0 or args.node_limit <= 0:
         raise HloError("--time-limit and --node-limit must be positive")
@@ -98,7 +108,9 @@ def main(argv=None) -> int:
     with about(input_name(args.input), verified=not args.no_verify):
         out, report = optimize(module, args.rules or ["default"], args.fp_mode, args.target,
                                args.time_limit, args.node_limit, stats=True,
-                               fusion=not args.no_fusion, verify=False, tpu_gen=args.tpu_gen)
+                               fusion=not args.no_fusion, verify=False, tpu_gen=args.tpu_gen,
+                               explain=args.explain is not None)
+        why, report = (report, report.report) if args.explain is not None else (None, report)
         tpu_model = TpuCostModel(args.tpu_gen) if args.target == "tpu" else None
         if tpu_model is not None and args.emit == "hlo":
             from ..targets.tpu_layout import assign_layouts
@@ -113,6 +125,11 @@ def main(argv=None) -> int:
             print(tpu.table(), file=sys.stderr)
     if args.report:
         write_atomically(args.report, (json.dumps(tpu.as_json(), indent=1) + "\n").encode())
+    if args.explain == "-":
+        print(why.text(), file=sys.stderr, end="")
+    elif args.explain is not None:
+        write_atomically(args.explain, (json.dumps(why.as_json(), indent=1) + "\n").encode()
+                         if args.explain.endswith(".json") else why.text().encode())
     write_text(args.output, text)
     return 0
 
