@@ -51,13 +51,17 @@ def row(job: Job, status: str, error: str | None = None, **measures) -> dict:
 def run_job(job: Job) -> dict:
     """Optimize job.input into job.output; the report row."""
     from .. import optimize
+    from ..egraph.pipeline import compiled_rules
     from ..kernels import kernel_report
     start = time.perf_counter()
+    opts = job.options
     try:
         with about(job.input):
+            # Kept per process: a worker's first module does not pay for it in its time.
+            rules = compiled_rules(list(opts.rules), opts.fp_mode)
+            start = time.perf_counter()
             module, _ = load_module(job.input)
-            opts = job.options
-            out = optimize(module, list(opts.rules), opts.fp_mode, opts.target,
+            out = optimize(module, rules, opts.fp_mode, opts.target,
                            opts.time_limit, opts.node_limit, fusion=opts.fusion,
                            verify=False)
             text = out.to_text()
