@@ -294,6 +294,17 @@ def _state(pid: int) -> str:
         return "X"
 
 
+def test_ray_missing_is_a_one_line_usage_error(dump, tmp_path):
+    code = ("import sys; sys.modules['ray'] = None; "     # import ray fails as if not installed
+            "from hlo_opt.tools.hlo_opt_cli import main; sys.exit(main(sys.argv[1:]))")
+    result = subprocess.run([sys.executable, "-c", code, "batch", str(dump), "--out",
+                             str(tmp_path / "out"), "--ray"], capture_output=True, text=True)
+    assert result.returncode == 2
+    assert result.stderr.strip() == \
+        "hlo-opt: --ray needs Ray: pip install 'hlo-opt[ray]' (or pip install ray)"
+    assert not (tmp_path / "out" / "report.json").exists()
+
+
 def test_ray_batch_matches_the_process_pool(dump, tmp_path, capsys):
     ray = pytest.importorskip("ray")
     from hlo_opt.tools.hlo_opt_cli import main

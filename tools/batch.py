@@ -70,13 +70,13 @@ def main(argv: list[str]) -> int:
     options = Options(tuple(args.rules or ["default"]), args.fp_mode, args.target,
                       not args.no_fusion, args.time_limit, args.node_limit)
     paths = find_modules(args.inputs, args.out)
+    if args.ray is not None:
+        from .batch_ray import import_ray
+        import_ray()                         # a missing Ray is a usage error, before any work
     try:
         os.makedirs(args.out, exist_ok=True)
     except OSError as e:
         raise HloError(f"--out: cannot create the folder: {e.strerror}", args.out) from None
-    if args.ray is not None:
-        from .batch_ray import import_ray
-        import_ray()                         # a missing Ray is a usage error, before any work
     stamp = fingerprint(options)
     jobs = [Job(name, os.path.abspath(path), os.path.join(os.path.abspath(args.out),
                                                             name + ".hlo"), options)
@@ -90,7 +90,7 @@ def main(argv: list[str]) -> int:
     start = time.perf_counter()
     interrupted = _run(todo, args, timeout, rows)
     for job in todo:
-        rows.setdefault(job.name, row(job, INTERRUPTED, "not finished: interrupted"))
+        rows.setdefault(job.name, row(job, INTERRUPTED))
     ordered = [rows[job.name] for job in jobs]
     _write_state(args.out, state, ordered, stamp)
     report = {"options": {**asdict(options), "timeout": timeout}, "fingerprint": stamp,
