@@ -325,3 +325,19 @@ def test_ray_batch_matches_the_process_pool(dump, tmp_path, capsys):
     for name in list(GOOD)[:2]:
         assert (ray_out / f"{name}.hlo").read_text() == (pool_out / f"{name}.hlo").read_text()
     assert capsys.readouterr().out.splitlines()[-1] == "2 modules: 2 ok"
+
+
+def test_jax_dump_writes_a_dump_folder_batch_reads_as_it_is(tmp_path):
+    pytest.importorskip("jax")
+    from hlo_opt.tools.batch_inputs import find_modules
+    folder = tmp_path / "dump"
+    result = subprocess.run([sys.executable, "-m", "hlo_opt.tools.jax_dump", str(folder),
+                             "--model", "softmax"], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    written = os.listdir(folder)
+    assert any(n.endswith("after_optimizations.txt") for n in written)   # XLA's whole dump
+    modules = find_modules([str(folder)], str(tmp_path / "out"))
+    assert [os.path.basename(m) for m in modules] == \
+        [n for n in written if re.fullmatch(r"module_\d+\.jit_\w+\.before_optimizations\.txt", n)]
+    assert len(modules) == 1
+    hlo_opt.parse(open(modules[0]).read())
