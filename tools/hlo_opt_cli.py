@@ -23,7 +23,10 @@ from .cli import about, input_name, load_module, main_guard, write_atomically, w
 def build_arg_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="hlo-opt",
-        description="Optimize an XLA HLO module with declarative rewrite rules.")
+        description="Optimize an XLA HLO module with declarative rewrite rules. "
+                    "`hlo-opt batch DIR|FILE|GLOB... --out OUTDIR` optimizes many at once "
+                    "(an XLA dump folder, say) on a process pool or on Ray: see "
+                    "`hlo-opt batch --help`.")
     p.add_argument("input", help="HLO text file, or - for stdin")
     p.add_argument("--rules", action="append", metavar="default|none|PATH",
                    help="rule set (repeatable): the shipped rules, none (only common "
@@ -91,9 +94,12 @@ def emit_code(module, emit: str, target: str = "cpu", gpu_arch: str | None = Non
 
 @main_guard("hlo-opt")
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["batch"]:
+        from .batch import main as batch_main
+        return batch_main(argv[1:])
     # a bare --explain must not take the input file as its PATH: only --explain=PATH names one
-    argv = ["--explain=-" if a == "--explain" else a for a in
-            (sys.argv[1:] if argv is None else argv)]
+    argv = ["--explain=-" if a == "--explain" else a for a in argv]
     args = build_arg_parser().parse_args(argv)
     if args.time_limit <= 0 or args.node_limit <= 0:
         raise HloError("--time-limit and --node-limit must be positive")
