@@ -86,6 +86,9 @@ def main(argv: list[str]) -> int:
             for job in jobs if not args.force}
     rows = {name: r for name, r in rows.items() if r is not None}
     todo = [job for job in jobs if job.name not in rows]
+    if todo:        # a broken rule file is one usage error here, not one per module
+        from ..egraph.pipeline import compiled_rules
+        compiled_rules(list(options.rules), options.fp_mode)
     backend = "ray" if args.ray is not None else "pool"
     start = time.perf_counter()
     interrupted = _run(todo, args, timeout, rows)
