@@ -159,6 +159,16 @@ def test_inputs_files_globs_and_plain_folders(tmp_path):
         assert len(bad.stderr.strip().splitlines()) == 1, bad.stderr
 
 
+
+def test_broken_rule_file_is_one_usage_error_before_any_module_runs(tmp_path):
+    (tmp_path / "tiny.hlo").write_text(TINY)
+    rules = tmp_path / "broken.rules"
+    rules.write_text("rule broken: add(x, \n")
+    result = batch(tmp_path / "tiny.hlo", "--out", tmp_path / "out", "--rules", rules)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert re.fullmatch(rf"{re.escape(str(rules))}:1:\d+: .+", result.stderr.strip())
+    assert not (tmp_path / "out" / "tiny.hlo").exists()
+
 @pytest.fixture
 def slow(tmp_path):
     """The exploding sum (runs until killed with --node-limit raised) and a tiny module."""
