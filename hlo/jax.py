@@ -93,10 +93,14 @@ def lower(fn: Callable, *args, **kwargs) -> Lowered:
                    _kept_leaves(traced, module, in_avals))
 
 
+def _name(fn) -> str:
+    return getattr(fn, "__name__", type(fn).__name__)
+
+
 def _source(fn) -> str:
     """Where errors say they are: line:column refer to the text jax.jit(fn).lower(...)
     .as_text(dialect="hlo") prints."""
-    return f"<jax.jit({getattr(fn, '__name__', type(fn).__name__)})>"
+    return f"<jax.jit({_name(fn)})>"
 
 
 def _struct(aval) -> jax.ShapeDtypeStruct:
@@ -169,7 +173,7 @@ class Jitted:
             return self._jax(*args, **kwargs)
         outputs = entry.executable.run(entry.lowered.parameters(leaves))
         if self.output == "jax":
-            outputs = [jax.device_put(o) for o in outputs]
+            outputs = jax.device_put(outputs)          # one batched transfer
         return entry.lowered.results(outputs)
 
     def lower(self, *args, **kwargs) -> Lowered:
@@ -207,12 +211,16 @@ class Jitted:
         static = tuple((i, args[i]) for i in sorted(positions)) + \
             tuple(sorted((k, v) for k, v in kwargs.items() if k in static_names))
         leaves, tree = jax.tree.flatten(dynamic)
+        if any(isinstance(x, jax.core.Tracer) for x in leaves):
+            raise TypeError(f"{_name(self.fn)} runs native code, which jax transformations "
+                            "cannot trace: transform the function first, e.g. "
+                            "hlo_opt.jax.jit(jax.grad(f)) rather than jax.grad(jit(f))")
         key = (tree, tuple(jax.typeof(x) for x in leaves), static,
                jax.config.read("jax_enable_x64"))
         try:
             hash(key)
         except TypeError as e:
-            raise TypeError(f"static arguments of {self.__name__} must be hashable: {e}") from None
+            raise TypeError(f"static arguments of {_name(self.fn)} must be hashable: {e}") from None
         return leaves, key
 
     def _build(self, args, kwargs) -> Compiled:
@@ -223,11 +231,12 @@ class Jitted:
             e.filename = e.filename or _source(self.fn)
             if self.fallback != "jax":
                 raise
-            warnings.warn(f"{self.__name__} runs in jax.jit: {e}", JaxFallbackWarning,
-                          stacklevel=3)
+            warnings.warn(f"{_name(self.fn)} runs in jax.jit: {e}", JaxFallbackWarning,
+                          stacklevel=4)
             return Compiled(None, None, None, jax_reason=str(e))
 
     def _compile(self, lowered: Lowered) -> Compiled:
+        _refuse_side_effects(lowered.module)
         start = time.perf_counter()
         optimized = optimize_module(lowered.module, rules=self.rules, fp_mode=self.fp_mode,
                                     target=self.target, **self.optimize_options)
@@ -242,11 +251,23 @@ class Jitted:
                 raise UnsupportedError(f"{what} (fallback='interpreter' runs them in the "
                                        "interpreter, fallback='jax' the function in jax.jit)")
             warnings.warn(f"{_source(self.fn)}: {what}; they run in the interpreter",
-                          FallbackWarning, stacklevel=4)
+                          FallbackWarning, stacklevel=5)
         stats = {"optimize_seconds": optimized_at - start,
                  "compile_seconds": time.perf_counter() - optimized_at,
                  "kernels": executable.stats["kernels"], "fallbacks": fallbacks}
         return Compiled(lowered, optimized, executable, stats)
+
+
+def _refuse_side_effects(module: Module) -> None:
+    """Custom calls declared to have side effects (jax.debug.print, io_callback) have no code
+    here, and hlo_opt.compile runs only what the results depend on, so it would skip them
+    without a word (where one feeds a result, compile itself refuses it)."""
+    for inst in module.instructions():
+        if inst.opcode == "custom-call" and inst.attrs.get("custom_call_has_side_effect"):
+            raise UnsupportedError(
+                f"custom-call ({inst.name}) has side effects our compiler cannot run: "
+                f"custom-call target {inst.attrs.get('custom_call_target')!r}",
+                line=inst.line, column=inst.column)
 
 
 def _static_positions(fn, argnums, argnames) -> tuple[tuple[int, ...], frozenset[str]]:

@@ -14,7 +14,7 @@ from jax import lax  # noqa: E402
 
 import hlo_opt  # noqa: E402
 from hlo_opt import jax as hj  # noqa: E402
-from hlo_opt.lowering import FallbackWarning  # noqa: E402
+from hlo_opt.lowering import FallbackWarning, cuda_device  # noqa: E402
 from hlo_opt.tools import jax_models  # noqa: E402
 
 RNG = np.random.default_rng(0)
@@ -127,6 +127,8 @@ def test_jit_runs_grad_and_vmap_of_a_function():
     assert_like_jax(jax.grad(loss), w, x)
     assert_like_jax(jax.value_and_grad(loss), w, x)
     assert_like_jax(jax.vmap(lambda a: a @ a.T), normal(6, 3, 2))
+    with pytest.raises(TypeError, match=r"jit\(jax.grad\(f\)\)"):
+        jax.grad(hj.jit(loss))(w, x)                  # native code cannot be traced
 
 
 def test_jit_bf16_and_python_scalars():
@@ -155,6 +157,16 @@ def test_jit_decorator_forms_and_bad_options():
     np.testing.assert_array_equal(configured(np.zeros(2, np.float32)), [1, 1])
     with pytest.raises(ValueError, match="fallback"):
         hj.jit(plain, fallback="silently")
+
+
+def test_jit_on_the_gpu_target_runs_there_or_says_why_not():
+    jitted = hj.jit(lambda x: jnp.tanh(x) * 2, target="gpu")
+    x = normal(64)
+    if cuda_device.unavailable_reason():
+        with pytest.raises(hlo_opt.UnsupportedError, match="GPU"):
+            jitted(x)
+    else:
+        np.testing.assert_allclose(jitted(x), np.tanh(x) * 2, rtol=1e-6)
 
 
 # --- the cache ---------------------------------------------------------------------------------
@@ -227,6 +239,15 @@ def test_an_op_without_code_is_an_error_naming_it():
         hj.jit(host_callback)(normal(3))
     with pytest.raises(hlo_opt.UnsupportedError, match="lapack_spotrf"):
         hj.jit(jnp.linalg.cholesky)(np.eye(3, dtype=np.float32))
+
+
+def test_a_side_effect_no_result_needs_is_refused_not_dropped():
+    def printing(x):
+        jax.debug.print("sum {}", x.sum())
+        return x * 2
+    with pytest.raises(hlo_opt.UnsupportedError,
+                       match=r"<jax.jit\(printing\)>:\d+:\d+: custom-call .*side effects"):
+        hj.jit(printing)(normal(3))
 
 
 def test_ops_the_interpreter_would_run_are_an_error_unless_asked_for():
