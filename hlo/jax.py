@@ -72,7 +72,7 @@ class Lowered:
         if len(leaves) != len(self.in_avals):
             raise ValueError(f"{self.module.name} takes {len(self.in_avals)} input leaves, "
                              f"got {len(leaves)}")
-        return [np.asarray(leaves[i], self.in_avals[i].dtype) for i in self.kept]
+        return [_array(leaves[i], self.in_avals[i].dtype) for i in self.kept]
 
     def results(self, outputs):
         """The module's flat outputs in the function's output pytree."""
@@ -103,6 +103,21 @@ def _source(fn) -> str:
     return f"<jax.jit({_name(fn)})>"
 
 
+def _array(leaf, dtype) -> np.ndarray:
+    """A leaf as the module's parameter takes it: a typed PRNG key array (jax.random.key) is
+    its key data."""
+    if isinstance(dtype, np.dtype):
+        return np.asarray(leaf, dtype)
+    return np.asarray(jax.random.key_data(leaf))
+
+
+def _physical(aval) -> jax.ShapeDtypeStruct:
+    """The array an aval is in HLO (a PRNG key's is its key data)."""
+    if isinstance(aval.dtype, np.dtype):
+        return aval
+    return jax.eval_shape(jax.random.key_data, aval)
+
+
 def _struct(aval) -> jax.ShapeDtypeStruct:
     return jax.ShapeDtypeStruct(aval.shape, aval.dtype, weak_type=aval.weak_type)
 
@@ -121,7 +136,7 @@ def _kept_leaves(traced, module: Module, in_avals: tuple) -> tuple[int, ...]:
                            "and this jax does not say which; lower jax.jit(fn, "
                            "keep_unused=True) instead")
     for param, leaf in zip(params, kept):
-        aval = in_avals[leaf]
+        aval = _physical(in_avals[leaf])
         if param.shape.is_tuple or param.shape.dims != tuple(aval.shape) or \
                 param.shape.dtype.numpy != np.dtype(aval.dtype):
             raise HloError(f"{module.name}: parameter {param.name} is {param.shape}, input "
@@ -237,6 +252,10 @@ class Jitted:
 
     def _compile(self, lowered: Lowered) -> Compiled:
         _refuse_side_effects(lowered.module)
+        keys = [a for a in lowered.out_avals if not isinstance(a.dtype, np.dtype)]
+        if keys:
+            raise UnsupportedError(f"results of type {keys[0].dtype} come back as plain "
+                                   "arrays only: return jax.random.key_data(key) instead")
         start = time.perf_counter()
         optimized = optimize_module(lowered.module, rules=self.rules, fp_mode=self.fp_mode,
                                     target=self.target, **self.optimize_options)

@@ -136,6 +136,19 @@ def test_jit_bf16_and_python_scalars():
     assert_like_jax(lambda a, s: jnp.sum(a * s, axis=1), x, 1.5, rtol=2e-2, atol=2e-2)
 
 
+def test_prng_keys_are_passed_as_their_key_data():
+    def noisy(key, x):
+        return x + jax.random.normal(key, x.shape)
+    assert_like_jax(noisy, jax.random.PRNGKey(3), normal(5))          # a raw u32[2] key
+    key = jax.random.key(3)                                            # a typed key array
+    lowered = hj.lower(noisy, key, normal(5))
+    assert str(lowered.module.entry.parameters[0].shape) == "u32[2]{0}"
+    np.testing.assert_array_equal(lowered.parameters([key, normal(5)])[0],
+                                  jax.random.key_data(key))
+    with pytest.raises(hlo_opt.UnsupportedError, match="key_data"):
+        hj.jit(jax.random.split)(key)                                  # keys as results
+
+
 def test_jit_returns_jax_arrays_or_numpy_in_the_output_pytree():
     params = {"w": normal(4, 3), "b": normal(3)}
     got = hj.jit(dense)(params, normal(2, 4))
@@ -269,3 +282,16 @@ def test_fallback_to_jax_warns_naming_the_op_and_runs_jax():
     with warnings.catch_warnings():
         warnings.simplefilter("error")                # warned once, at tracing
         jitted(x)
+
+
+# --- the benchmark (tools/bench_jax.py): a row carries what the table prints; no timing asserted
+
+def test_bench_row_checks_results_and_counts_kernels_of_both():
+    from hlo_opt.tools import bench_jax
+    params = small_params(jax_models.mlp_shapes([8, 16, 4]))
+    row = bench_jax.bench("mlp", jax_models.mlp, (params, normal(2, 8)), rounds=1, calls=1,
+                          target="cpu")
+    assert row["check"] is None and row["kernels"] >= 1 and row["xla_kernels"] >= 1
+    assert row["ours_ms"] > 0 and row["jax_ms"] > 0 and row["ours_compile"] > 0
+    assert bench_jax.table([row]).splitlines()[2].startswith("| mlp |")
+    assert set(bench_jax.models(np.random.default_rng(0))) >= {"mlp", "attention", "cnn"}

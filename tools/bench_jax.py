@@ -5,8 +5,9 @@
     python -m hlo_opt.tools.bench_jax --rounds 15 --calls 20
 
 One process, both front doors on the same inputs (jax arrays, as a JAX user calls them):
-compile times from a cold start (ours: hlo_opt.optimize + hlo_opt.compile of the lowered
-module; jax's: XLA's compile of the same lowering), then calls interleaved in rounds (a
+compile times (ours: hlo_opt.optimize + hlo_opt.compile of the lowered module; jax's: XLA's
+compile of the same lowering; both after one small function has started each compiler's
+machinery: LLVM, compile workers, the rule set), then calls interleaved in rounds (a
 round makes --calls calls of ours, then as many of jax.jit's), so load from other processes
 hits both alike; each column is the median call. Results must equal jax.jit's (the tolerances
 of tools/output_check.py) or the row says where they differ. Kernels: ours (the optimized
@@ -106,6 +107,9 @@ def main(argv=None) -> int:
     ap.add_argument("--calls", type=int, default=10, help="calls per round of each")
     ap.add_argument("--target", default="cpu")
     ns = ap.parse_args(argv)
+    warm_up = (lambda x: jnp.tanh(x) @ x, jnp.ones((4, 4)))     # start both compilers' machinery
+    hj.jit(warm_up[0])(warm_up[1])
+    jax.jit(warm_up[0])(warm_up[1])
     rows = []
     for name, (fn, args) in models(np.random.default_rng(0)).items():
         if ns.names and not any(w in name for w in ns.names):
