@@ -3,6 +3,7 @@
     python -m hlo_opt.tools.bench_jax                  # every model
     python -m hlo_opt.tools.bench_jax mlp cnn          # models whose name contains a word
     python -m hlo_opt.tools.bench_jax --rounds 15 --calls 20
+    python -m hlo_opt.tools.bench_jax --corpus --rounds 3    # every corpus workload (small)
 
 One process, both front doors on the same inputs (jax arrays, as a JAX user calls them):
 compile times (ours: hlo_opt.optimize + hlo_opt.compile of the lowered module; jax's: XLA's
@@ -28,6 +29,7 @@ from .. import parse
 from .. import jax as hj
 from ..kernels import kernel_report
 from . import jax_models as m
+from .hlo_run import random_inputs
 from .output_check import mismatch
 
 
@@ -55,6 +57,25 @@ def models(rng) -> dict:
                       (_params(m.gpt2_block_shapes(256), rng), normal(4, 128, 256))),
         "cnn": (m.cnn, (_params(m.cnn_shapes(32), rng), normal(32, 32, 32, 3))),
     }
+
+
+def corpus_models() -> dict:
+    """The corpus workloads (tools/gen_corpus.py) at their small shapes, with random inputs
+    (tools/hlo_run.py's) for the parameters of their lowered modules; name -> (function,
+    arguments, x64)."""
+    from .gen_corpus import WORKLOADS
+    out = {}
+    for name, make in WORKLOADS.items():
+        x64 = name.startswith("x64")
+        with jax.enable_x64(x64):
+            fn, specs = make(False)
+            lowered = hj.lower(fn, *specs)
+            leaves = [np.zeros(a.shape, a.dtype) for a in lowered.in_avals]
+            for leaf, value in zip(lowered.kept, random_inputs(lowered.module)):
+                leaves[leaf] = value
+            args, _ = jax.tree.unflatten(lowered.in_tree, leaves)
+        out[name] = (fn, args, x64)
+    return out
 
 
 def _call_times(fn, calls: int) -> list[float]:
@@ -106,15 +127,23 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--calls", type=int, default=10, help="calls per round of each")
     ap.add_argument("--target", default="cpu")
+    ap.add_argument("--corpus", action="store_true",
+                    help="the corpus workloads (tools/gen_corpus.py, small shapes) instead")
     ns = ap.parse_args(argv)
     warm_up = (lambda x: jnp.tanh(x) @ x, jnp.ones((4, 4)))     # start both compilers' machinery
     hj.jit(warm_up[0])(warm_up[1])
     jax.jit(warm_up[0])(warm_up[1])
+    if ns.corpus:
+        chosen = corpus_models()
+    else:
+        chosen = {name: (fn, args, False)
+                  for name, (fn, args) in models(np.random.default_rng(0)).items()}
     rows = []
-    for name, (fn, args) in models(np.random.default_rng(0)).items():
+    for name, (fn, args, x64) in chosen.items():
         if ns.names and not any(w in name for w in ns.names):
             continue
-        rows.append(bench(name, fn, args, ns.rounds, ns.calls, ns.target))
+        with jax.enable_x64(x64):
+            rows.append(bench(name, fn, args, ns.rounds, ns.calls, ns.target))
         print(f"{name}: done", file=sys.stderr, flush=True)
     print(f"jax {jax.__version__} on {jax.devices()[0].platform}; "
           f"{ns.rounds} rounds x {ns.calls} calls each, medians")
