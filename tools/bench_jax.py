@@ -17,6 +17,7 @@ module) / XLA's (its optimized module), counted alike (hlo_opt.kernels).
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -29,6 +30,7 @@ from .. import parse
 from .. import jax as hj
 from ..kernels import kernel_report
 from . import jax_models as m
+from .bench_cpu import header
 from .hlo_run import random_inputs
 from .output_check import mismatch
 
@@ -145,8 +147,9 @@ def main(argv=None) -> int:
         with jax.enable_x64(x64):
             rows.append(bench(name, fn, args, ns.rounds, ns.calls, ns.target))
         print(f"{name}: done", file=sys.stderr, flush=True)
-    print(f"jax {jax.__version__} on {jax.devices()[0].platform}; "
-          f"{ns.rounds} rounds x {ns.calls} calls each, medians")
+    print(f"{header()}\njax {jax.__version__} on {jax.devices()[0].platform}; "
+          f"{ns.rounds} rounds x {ns.calls} calls each, medians; "
+          f"load average {os.getloadavg()[0]:.1f}")
     print(table(rows))
     return 0 if all(r["check"] is None for r in rows) else 1
 
