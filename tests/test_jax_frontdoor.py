@@ -218,6 +218,7 @@ def test_jit_follows_the_x64_flag():
     with jax.enable_x64(True):
         doubled = jitted(x)
         assert doubled.dtype == jnp.float64
+        assert str(jitted.lower(x).module.entry.parameters[0].shape) == "f64[3]{0}"
     np.testing.assert_array_equal(doubled, x * 2)
     assert jitted.cache_info().size == 2
 
