@@ -18,6 +18,7 @@ import pytest
 
 import hlo_opt
 from conftest import CORPUS
+from hlo_opt.kernels import kernel_report
 from hlo_opt.tools.batch_work import operation_count
 
 GOOD = {"module_0001.jit_rmsnorm": "rmsnorm.hlo", "module_0002.jit_softmax": "softmax.hlo",
@@ -99,14 +100,23 @@ def test_dump_folder_outputs_table_and_report(dump, tmp_path):
         assert (row["instructions_before"], row["instructions_after"]) == \
             (operation_count(module), operation_count(expected))
         assert row["kernels"] >= 1 and row["seconds"] > 0 and row["error"] is None
+    # XLA's optimized module beside an input is counted as ours are; only rmsnorm has one
+    xla_rmsnorm = kernel_report(hlo_opt.parse((CORPUS / "rmsnorm.xla_opt.hlo").read_text()))
+    assert {n: r["xla_kernels"] for n, r in rows.items()} == {
+        **{n: None for n in rows}, "module_0001.jit_rmsnorm": xla_rmsnorm.kernels}
     lines = result.stdout.splitlines()
-    assert lines[0].split() == ["module", "instructions", "kernels", "time", "status"]
-    softmax = rows["module_0002.jit_softmax"]
+    assert lines[0].split() == ["module", "instructions", "kernels", "XLA", "kernels", "time",
+                                "status"]
+    softmax, rmsnorm = rows["module_0002.jit_softmax"], rows["module_0001.jit_rmsnorm"]
     assert re.search(rf"module_0002\.jit_softmax\s+{softmax['instructions_before']} → "
-                     rf"{softmax['instructions_after']}\s+{softmax['kernels']}\s+[\d.]+ s\s+ok$",
-                     result.stdout, re.M)
+                     rf"{softmax['instructions_after']}\s+{softmax['kernels']}\s+-\s+[\d.]+ s"
+                     r"\s+ok$", result.stdout, re.M)
+    assert re.search(rf"module_0001\.jit_rmsnorm\s+\d+ → \d+\s+{rmsnorm['kernels']}\s+"
+                     rf"{xla_rmsnorm.kernels}\s+[\d.]+ s\s+ok$", result.stdout, re.M)
     assert f"error: {broken['error']}" in result.stdout
-    assert lines[-1] == "4 modules: 3 ok, 1 error"
+    assert lines[-2] == "4 modules: 3 ok, 1 error"
+    assert lines[-1] == f"kernels where XLA's optimized module is beside the input (1 module): " \
+                        f"ours {rmsnorm['kernels']}, XLA {xla_rmsnorm.kernels}"
 
 
 def test_rerun_skips_up_to_date_outputs_until_options_or_input_change(dump, tmp_path):
@@ -117,7 +127,7 @@ def test_rerun_skips_up_to_date_outputs_until_options_or_input_change(dump, tmp_
     assert again.returncode == 1
     assert statuses(out) == {**{n: "skipped" for n in GOOD}, BROKEN: "error"}
     assert {n: (out / f"{n}.hlo").stat().st_mtime_ns for n in GOOD} == outputs
-    assert again.stdout.splitlines()[-1] == "4 modules: 3 skipped, 1 error"
+    assert again.stdout.splitlines()[-2] == "4 modules: 3 skipped, 1 error"
     # An input newer than its output is optimized again, the others stay skipped.
     softmax = dump / "module_0002.jit_softmax.before_optimizations.txt"
     later = (out / "module_0002.jit_softmax.hlo").stat().st_mtime_ns + 10**9
@@ -334,7 +344,7 @@ def test_ray_batch_matches_the_process_pool(dump, tmp_path, capsys):
         [{k: v for k, v in m.items() if k not in drop} for m in report(pool_out)["modules"]]
     for name in list(GOOD)[:2]:
         assert (ray_out / f"{name}.hlo").read_text() == (pool_out / f"{name}.hlo").read_text()
-    assert capsys.readouterr().out.splitlines()[-1] == "2 modules: 2 ok"
+    assert capsys.readouterr().out.splitlines()[-2] == "2 modules: 2 ok"
 
 
 def test_jax_dump_writes_a_dump_folder_batch_reads_as_it_is(tmp_path):

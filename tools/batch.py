@@ -183,18 +183,28 @@ def _counts(rows: list[dict]) -> dict:
 
 
 def summary_table(rows: list[dict]) -> str:
-    """module | instructions before -> after | kernels | time | status (with the error)."""
+    """module | instructions before -> after | kernels (and XLA's, from a dump's
+    after_optimizations module) | time | status (with the error)."""
     def cells(r):
         before, after = r["instructions_before"], r["instructions_after"]
         return [r["name"],
                 f"{before} → {after}" if before is not None else "-",
                 "-" if r["kernels"] is None else str(r["kernels"]),
+                "-" if r.get("xla_kernels") is None else str(r["xla_kernels"]),
                 "-" if r["seconds"] is None else f"{r['seconds']:.2f} s",
                 r["status"] + (f": {r['error']}" if r["error"] else "")]
-    table = [["module", "instructions", "kernels", "time", "status"]] + [cells(r) for r in rows]
-    widths = [max(len(line[k]) for line in table) for k in range(4)]
+    table = [["module", "instructions", "kernels", "XLA kernels", "time", "status"]] + \
+        [cells(r) for r in rows]
+    widths = [max(len(line[k]) for line in table) for k in range(5)]
     lines = ["  ".join([c.ljust(w) if k == 0 else c.rjust(w)
-                        for k, (c, w) in enumerate(zip(line[:4], widths))] + [line[4]])
+                        for k, (c, w) in enumerate(zip(line[:5], widths))] + [line[5]])
              for line in table]
     counts = ", ".join(f"{n} {status}" for status, n in _counts(rows).items())
-    return "\n".join(lines + [f"{len(rows)} modules: {counts}"])
+    lines.append(f"{len(rows)} modules: {counts}")
+    both = [r for r in rows if r["kernels"] is not None and r.get("xla_kernels") is not None]
+    if both:
+        lines.append(f"kernels where XLA's optimized module is beside the input "
+                     f"({len(both)} module{'s' if len(both) > 1 else ''}): ours "
+                     f"{sum(r['kernels'] for r in both)}, XLA "
+                     f"{sum(r['xla_kernels'] for r in both)}")
+    return "\n".join(lines)

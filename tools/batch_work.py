@@ -4,6 +4,7 @@ read, verify, optimize, write the output atomically, and say how it went as a pl
 nothing but the death of the process escapes."""
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
 import os
@@ -40,10 +41,10 @@ class Job:
 
 
 def row(job: Job, status: str, error: str | None = None, **measures) -> dict:
-    """A report row; measures: instructions_before/after, kernels, seconds."""
+    """A report row; measures: instructions_before/after, kernels, xla_kernels, seconds."""
     out = {"name": job.name, "input": job.input, "output": job.output, "status": status,
            "instructions_before": None, "instructions_after": None, "kernels": None,
-           "seconds": None, "error": error}
+           "xla_kernels": None, "seconds": None, "error": error}
     out.update(measures)
     return out
 
@@ -67,11 +68,33 @@ def run_job(job: Job) -> dict:
             text = out.to_text()
             measures = {"instructions_before": operation_count(module),
                         "instructions_after": operation_count(out),
-                        "kernels": kernel_report(out).kernels}
+                        "kernels": kernel_report(out).kernels,
+                        "xla_kernels": xla_kernels(job.input)}
         write_atomically(job.output, text.encode("utf-8"))
     except HloError as e:
         return row(job, ERROR, str(e), seconds=time.perf_counter() - start)
     return row(job, OK, seconds=time.perf_counter() - start, **measures)
+
+
+def xla_kernels(path: str) -> int | None:
+    """Kernels of XLA's own optimized module beside a dump's input (XLA names it
+    `<module>.cpu_after_optimizations.txt`, `gpu_...` or `after_optimizations.txt` by
+    backend), counted as ours are; None where there is none or it does not parse (it is only
+    a comparison: it never fails the row)."""
+    from .. import parse
+    from ..kernels import kernel_report
+    from .batch_inputs import DUMP_SUFFIX
+    if not path.endswith(DUMP_SUFFIX):
+        return None
+    stem = path[:-len(DUMP_SUFFIX)]
+    for xla_path in [stem + ".after_optimizations.txt"] + \
+            sorted(glob.glob(glob.escape(stem) + ".*_after_optimizations.txt")):
+        try:
+            with open(xla_path, encoding="utf-8") as f:
+                return kernel_report(parse(f.read(), xla_path)).kernels
+        except (OSError, UnicodeDecodeError, HloError):
+            continue
+    return None
 
 
 def operation_count(module) -> int:
