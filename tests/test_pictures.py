@@ -229,6 +229,17 @@ def test_the_costliest_kernel_is_highlighted_with_its_cost_and_share():
     assert f"estimated {total / 1e3:.1f} us" in fusion_dot(module, model).splitlines()[1]
 
 
+def test_big_modules_draw_each_kernel_as_one_node_counting_its_instructions(monkeypatch):
+    monkeypatch.setattr("hlo_opt.tools.fusion_dot.DETAIL_LIMIT", 6)     # FUSED has 7
+    dot = fused_picture()
+    assert dot.labels_in("cluster_dot_fusion") == ["4 ops: 1 dot, 1 tanh, 1 transpose, 1 tuple"]
+    assert dot.labels_in("cluster_s") == ["3 ops: 1 constant, 1 broadcast, 1 multiply"]
+    assert dot.labels_in("cluster_r") == ["reduce"]
+    assert dot.edge_labels("cluster_dot_fusion", "cluster_r") == ["64.0 KiB"]
+    title = fusion_dot(parse(FUSED), cost_model("cpu")).splitlines()[1]
+    assert "(their 7 fused instructions are counted, not drawn)" in title
+
+
 def test_a_loop_body_is_a_dashed_cluster_joined_to_its_while():
     dot = fused_picture(LOOP)
     body, = (name for name, (a, _) in dot.clusters.items() if a["label"] == "body of loop: body")

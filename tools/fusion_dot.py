@@ -22,7 +22,10 @@ from .graphviz import attrs, header, quote, shape_label
 
 HOT_KERNELS = 3         # at most this many costliest kernels are highlighted,
 HOT_SHARE = 0.05        # those taking at least this share of the time (the costliest always)
-MEMBER_LIMIT = 40       # a kernel with more members is one node counting their opcodes
+MEMBER_LIMIT = 40       # a kernel with more members is one node counting their opcodes,
+DETAIL_LIMIT = 2000     # and every kernel is, when all kernels have more members than this
+                        # (XLA's 507 kernels of 7,043 members for a transformer step: dot
+                        # gave up after 17 minutes, 3 s so; 1,658 members in detail take 2 s)
 # dot lays out an edge's label as a node of its own between two ranks: with hundreds of
 # them a picture takes dot minutes (a 77-kernel transformer: 26 s, 1.2 s without), so past
 # this many the sizes become `xlabel`s, placed after the layout (they may overlap there).
@@ -83,11 +86,16 @@ class _Picture:
         self.names: set[str] = set()
         self.kinds: set[str] = set()
         self.count = 0
+        members = sum(len(_members(inst)) for comp in executed_computations(module)
+                      for inst in comp.instructions
+                      if id(inst) in self.cost and inst.opcode == "fusion")
+        self.member_limit = MEMBER_LIMIT if members <= DETAIL_LIMIT else 0
+        self.note = "" if self.member_limit else \
+            f" (their {members:,} fused instructions are counted, not drawn)"
 
     def dot(self) -> str:
-        kernels = len(self.cost)
-        title = (f"{self.module.name} on {self.model.name}: {kernels} kernels, "
-                 f"estimated {_duration(self.total)}")
+        title = (f"{self.module.name} on {self.model.name}: {len(self.cost)} kernels, "
+                 f"estimated {_duration(self.total)}{self.note}")
         self.lines += header(self.module.name, title)
         self._computation(self.module.entry)
         label = "label" if len(self.reads) <= EDGE_LABEL_LIMIT else "xlabel"
@@ -131,8 +139,8 @@ class _Picture:
         """The fused computation's members inside the kernel's cluster; its parameters are
         points where the kernel's inputs arrive."""
         body = inst.attrs["calls"]
-        members = [m for m in body.instructions if m.opcode != "parameter"]
-        if len(members) > MEMBER_LIMIT:
+        members = _members(inst)
+        if len(members) > self.member_limit:
             counts = Counter(m.opcode for m in members).most_common()
             text = ", ".join(f"{n} {op}" for op, n in counts[:4])
             summary = self._node(f"{len(members)} ops: {text}{', ...' if len(counts) > 4 else ''}")
@@ -221,6 +229,10 @@ def _callees(inst: Instruction):
             yield key, value
         elif isinstance(value, tuple) and value and isinstance(value[0], Computation):
             yield from ((f"branch {i}", c) for i, c in enumerate(value))
+
+
+def _members(fusion: Instruction) -> list[Instruction]:
+    return [m for m in fusion.attrs["calls"].instructions if m.opcode != "parameter"]
 
 
 def _distinct(operands: list[Instruction]) -> list[Instruction]:
