@@ -38,7 +38,7 @@ from .run import Limits, RunReport, prepared, saturate
 def optimize(module: Module, rules="default", fp_mode: str = "xla", target: str = "cpu",
              time_limit: float = 60.0, node_limit: int = 200_000, iteration_limit: int = 30,
              stats: bool = False, fusion: bool = True, verify: bool = True,
-             tpu_gen: str | None = None, explain: bool = False):
+             tpu_gen: str | None = None, explain: bool = False, observe=None):
     """The optimized module (a new Module; the input is not modified), or (module, report)
     with `stats`, the report a run.RunReport, or (module, explanation) with `explain`, an
     explain.Explanation (its `.report` the RunReport): the rules are then compiled to record
@@ -47,15 +47,18 @@ def optimize(module: Module, rules="default", fp_mode: str = "xla", target: str 
     the rules declare what may fuse (`fuse`), the entry and the loop bodies are then fused
     for `target`, unless `fusion` is False. The input is verified first (the rules and the cost model trust its
     declared shapes) unless `verify` is False, for callers that already did. `tpu_gen`: the
-    generation of the tpu target's model (targets.cost_model)."""
+    generation of the tpu target's model (targets.cost_model). `observe(terms, extractions)`,
+    when given, sees the saturated e-graph (a frozen.FrozenTerms) and each computation's
+    extract.Extraction before the e-graph is let go: what it keeps of `terms`' shapes and
+    attributes it must read then (tools/egraph_dot.py draws the e-graph this way)."""
     with no_gc():
         return _optimize(module, rules, fp_mode, target, time_limit, node_limit,
-                         iteration_limit, stats, fusion, verify, tpu_gen, explain)
+                         iteration_limit, stats, fusion, verify, tpu_gen, explain, observe)
 
 
 def _optimize(module: Module, rules, fp_mode: str, target: str, time_limit: float,
               node_limit: int, iteration_limit: int, stats: bool, fusion: bool, verify: bool,
-              tpu_gen: str | None, explain: bool):
+              tpu_gen: str | None, explain: bool, observe):
     if verify:
         verifier.verify(module)
     compiled = compiled_rules(rules, fp_mode, explain)
@@ -82,6 +85,8 @@ def _optimize(module: Module, rules, fp_mode: str, target: str, time_limit: floa
         report.add_time("extract", time.perf_counter() - t0)
         decoder = _Decoder(terms, costs, encoding, parts, callees, report, explain)
         entry = decoder.computation(module.entry)
+        if observe is not None:
+            observe(terms, decoder.extractions)
     out = Module(module.name, _reachable(entry), entry, dict(module.attrs),
                  module.extra_sections)
     if fusion and compiled.fuses:
@@ -168,6 +173,7 @@ class _Decoder:
         self.parameter_nodes = terms.op == terms.opnames.index("parameter") \
             if "parameter" in terms.opnames else np.zeros(len(terms), dtype=bool)
         self.done: dict[int, Computation] = {}
+        self.extractions: list = []
 
     def computation(self, comp: Computation) -> Computation:
         if id(comp) in self.done:
@@ -182,6 +188,7 @@ class _Decoder:
         roots = own + [int(terms.row_class[r]) for r in (part.root, *part.keep_alive)]
         extraction = extract(terms.eclass, terms.child_ptr, terms.child, terms.n_classes,
                              self.costs, roots, excluded=foreign)
+        self.extractions.append(extraction)
         t1 = time.perf_counter()
         made = None if self.made is None else self.made.setdefault(comp.name, {})
         result = decode(terms, extraction, self.encoding, part, self.callees, made)

@@ -3,7 +3,8 @@ as HLO text, or with --emit=llvm|asm|ptx as the LLVM IR or assembly of its kerne
 for the CPU, NVPTX IR and PTX for --target=gpu. With --target=tpu the text carries XLA's TPU
 tiled layouts (targets/tpu_layout.py), --stats adds the TPU model's per-kernel table and
 --report=PATH writes it as JSON (targets/tpu_report.py). --explain[=PATH] reports why the
-output looks as it does (egraph/explain.py)."""
+output looks as it does (egraph/explain.py). --emit=dot|svg|png draws the kernels,
+--emit=egraph-dot the saturated e-graph (tools/pictures.py)."""
 from __future__ import annotations
 
 import argparse
@@ -11,13 +12,15 @@ import json
 import sys
 import warnings
 
-from .. import optimize
+from ..egraph.pipeline import optimize
 from ..errors import HloError
-from ..targets import TARGETS
+from ..targets import TARGETS, cost_model
 from ..targets.tpu import TpuCostModel
 from ..targets.tpu_generations import GENERATIONS
 from ..targets.tpu_report import tpu_report
 from .cli import about, input_name, load_module, main_guard, write_atomically, write_text
+from .egraph_dot import EgraphPicture
+from .pictures import PICTURES, check_destination, kernel_picture, write_bytes
 
 
 def build_arg_parser() -> argparse.ArgumentParser:
@@ -54,7 +57,10 @@ def build_arg_parser() -> argparse.ArgumentParser:
                    help="what to print: the optimized HLO text (default), or the LLVM IR "
                         "(after -O3) or assembly of its kernels (and driver), compiled for "
                         "this machine's CPU, or with --target=gpu the NVPTX IR or PTX "
-                        "(asm and ptx are the same there) of its GPU kernels")
+                        "(asm and ptx are the same there) of its GPU kernels; dot: the "
+                        "kernels as a Graphviz picture (svg, png: rendered by Graphviz's dot "
+                        "program or pygraphviz; png needs -o or a redirect), egraph-dot: the "
+                        "saturated e-graph of a small module (docs/pictures.md)")
     p.add_argument("--gpu-arch", default=None, metavar="sm_XX",
                    help="GPU architecture of --emit for --target=gpu (default: sm_90)")
     p.add_argument("--tpu-gen", default=None, metavar="|".join(GENERATIONS),
@@ -71,7 +77,7 @@ def build_arg_parser() -> argparse.ArgumentParser:
     return p
 
 
-EMIT = ("hlo", "llvm", "asm", "ptx")
+EMIT = ("hlo", "llvm", "asm", "ptx") + PICTURES
 
 
 def emit_code(module, emit: str, target: str = "cpu", gpu_arch: str | None = None) -> str:
@@ -110,19 +116,25 @@ def main(argv=None) -> int:
     if args.tpu_gen is not None and args.tpu_gen not in GENERATIONS:
         raise HloError(f"--tpu-gen: unknown TPU generation '{args.tpu_gen}' "
                        f"(known: {', '.join(GENERATIONS)})")
+    check_destination(args.emit, args.output)
     module, _ = load_module(args.input, verify=not args.no_verify)
+    egraph = EgraphPicture(module.name) if args.emit == "egraph-dot" else None
     with about(input_name(args.input), verified=not args.no_verify):
         out, report = optimize(module, args.rules or ["default"], args.fp_mode, args.target,
                                args.time_limit, args.node_limit, stats=True,
                                fusion=not args.no_fusion, verify=False, tpu_gen=args.tpu_gen,
-                               explain=args.explain is not None)
+                               explain=args.explain is not None, observe=egraph)
         why, report = (report, report.report) if args.explain is not None else (None, report)
         tpu_model = TpuCostModel(args.tpu_gen) if args.target == "tpu" else None
         if tpu_model is not None and args.emit == "hlo":
             from ..targets.tpu_layout import assign_layouts
             out = assign_layouts(out, tpu_model)
-        text = out.to_text(metadata=not args.no_metadata) if args.emit == "hlo" else \
-            emit_code(out, args.emit, args.target, args.gpu_arch)
+        if args.emit in PICTURES:
+            picture = egraph.dot.encode() if egraph is not None else \
+                kernel_picture(out, args.emit, cost_model(args.target, args.tpu_gen))
+        else:
+            text = out.to_text(metadata=not args.no_metadata) if args.emit == "hlo" else \
+                emit_code(out, args.emit, args.target, args.gpu_arch)
         tpu = tpu_report(out, tpu_model) \
             if tpu_model is not None and (args.stats or args.report) else None
     if args.stats:
@@ -136,7 +148,10 @@ def main(argv=None) -> int:
     elif args.explain is not None:
         write_atomically(args.explain, (json.dumps(why.as_json(), indent=1) + "\n").encode()
                          if args.explain.endswith(".json") else why.text().encode())
-    write_text(args.output, text)
+    if args.emit in PICTURES:
+        write_bytes(args.output, picture)
+    else:
+        write_text(args.output, text)
     return 0
 
 
