@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes.util
 import functools
 import os
+import pathlib
 
 # Vector width the loop vectorizer should prefer. LLVM tunes Sapphire/Emerald Rapids for
 # 256-bit vectors; 512 measured faster on our elementwise and reduction kernels there
@@ -96,15 +97,14 @@ CACHE_FALLBACK = {1: 32 * 1024, 2: 1024 * 1024}
 def cache_bytes(level: int) -> int:
     """Size of one core's data cache of `level` (Linux sysfs; CACHE_FALLBACK where it
     cannot be read)."""
-    root = "/sys/devices/system/cpu/cpu0/cache"
-    try:
-        for index in sorted(os.listdir(root)):
-            read = lambda name: open(f"{root}/{index}/{name}").read().strip()  # noqa: E731
+    for index in sorted(pathlib.Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
+        try:
+            read = lambda name: (index / name).read_text().strip()  # noqa: E731
             if read("level") == str(level) and read("type") in ("Data", "Unified"):
                 size = read("size")
-                return int(size[:-1]) * 1024 if size.endswith("K") else int(size)
-    except (OSError, ValueError):
-        pass
+                return int(size.rstrip("KMG")) << {"K": 10, "M": 20, "G": 30}.get(size[-1], 0)
+        except (OSError, ValueError):
+            continue
     return CACHE_FALLBACK[level]
 
 

@@ -333,6 +333,7 @@ def measure(log=lambda s: None) -> dict:
 def model_constants(m: dict) -> dict:
     """What targets/cpu.py reads: rates in per-ns units; weights (targets/work.py) as
     multiples of an add per element, of a GEMM's time per flop for a convolution."""
+    from ..targets import cpu_facts
     value = lambda name: m[name]["value"]  # noqa: E731
     add = value("elementwise add")
     # Per element reduced, what the L2 traffic (4 bytes) does not explain: the reduction's
@@ -349,7 +350,7 @@ def model_constants(m: dict) -> dict:
         # keeps a kernel dearer than a view (view_ns).
         "kernel_overhead_ns": round(max(value("kernel overhead"), 1.0), 1),
         "bytes_per_ns": value("bandwidth L2"),
-        "cache_bytes": _l2_bytes(),
+        "cache_bytes": cpu_facts.cache_bytes(2),
         "far_bytes_per_ns": value("bandwidth 64MiB 1 thread"),
         "vector_flops_per_ns": round(1 / add, 2),
         "matrix_flops_per_ns": value("gemm 512 1 thread"),
@@ -366,19 +367,6 @@ def model_constants(m: dict) -> dict:
                        "convolution": round(value("gemm 512 1 thread")
                                             / value("convolution 1 thread"), 2)},
     }
-
-
-def _l2_bytes() -> int:
-    """One core's L2 as the kernel reports it (sysfs), else 1 MiB (the L2 of Intel server
-    cores since Skylake-SP; an unknown machine is recalibrated anyway)."""
-    for index in pathlib.Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
-        try:
-            if (index / "level").read_text().strip() == "2":
-                size = (index / "size").read_text().strip()
-                return int(size.rstrip("KMG")) << {"K": 10, "M": 20, "G": 30}.get(size[-1], 0)
-        except (OSError, ValueError):
-            continue
-    return 1 << 20
 
 
 def machine() -> dict:
