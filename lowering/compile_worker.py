@@ -106,13 +106,16 @@ class Workers:
         return out
 
     def close(self) -> None:
+        """End the workers and close both pipes of each (a crashed worker's too: an
+        unclosed pipe is a ResourceWarning at exit)."""
         for p in self.procs:
-            if p.poll() is None:
-                try:
-                    p.stdin.close()
-                    p.wait(timeout=5)
-                except (OSError, subprocess.TimeoutExpired):
-                    p.kill()
+            try:
+                p.stdin.close()
+                p.wait(timeout=5)
+            except (OSError, subprocess.TimeoutExpired):
+                p.kill()
+                p.wait()
+            p.stdout.close()
 
 
 if __name__ == "__main__":

@@ -290,8 +290,21 @@ def test_llvm_aborting_in_a_compile_worker_is_an_error_not_an_abort():
     """Kernels compiled in worker processes: a worker LLVM kills is an UnsupportedError
     here (compiling the same code in this process would abort it)."""
     env = dict(os.environ, HLO_OPT_CPU="x86-64", HLO_OPT_COMPILE_WORKERS="2")
-    run = subprocess.run([sys.executable, "-c", "import test_native_portability as t; "
+    run = subprocess.run([sys.executable, "-W", "always::ResourceWarning", "-c",
+                          "import test_native_portability as t; "
                           "t.compile_batch_with_an_avx512_module()"],
                          cwd=TESTS, env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0 and run.stdout.count("refused: ") == 2 and \
         "compile worker exited" in run.stdout, run.stdout + run.stderr[-2000:]
+    assert "ResourceWarning" not in run.stderr, run.stderr[-2000:]
+
+
+@parent_only
+def test_compile_workers_leave_no_pipe_open_at_exit():
+    """A process that compiled through the workers closes their pipes when it ends."""
+    env = dict(os.environ, HLO_OPT_COMPILE_WORKERS="2")
+    run = subprocess.run([sys.executable, "-W", "always::ResourceWarning", "-c",
+                          "import hlo_opt, test_native_portability as t; "
+                          "hlo_opt.compile(t.REPRESENTATIVE['elementwise.f32'])"],
+                         cwd=TESTS, env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0 and "ResourceWarning" not in run.stderr, run.stderr[-2000:]
