@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes.util
 import functools
 import os
+from pathlib import Path
 
 # Vector width the loop vectorizer should prefer. LLVM tunes Sapphire/Emerald Rapids for
 # 256-bit vectors; 512 measured faster on our elementwise and reduction kernels there
@@ -99,7 +100,7 @@ def cache_bytes(level: int) -> int:
     root = "/sys/devices/system/cpu/cpu0/cache"
     try:
         for index in sorted(os.listdir(root)):
-            read = lambda name: open(f"{root}/{index}/{name}").read().strip()  # noqa: E731
+            read = lambda name: Path(root, index, name).read_text().strip()  # noqa: E731
             if read("level") == str(level) and read("type") in ("Data", "Unified"):
                 size = read("size")
                 return int(size[:-1]) * 1024 if size.endswith("K") else int(size)
