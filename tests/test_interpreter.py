@@ -833,6 +833,22 @@ def test_a_dead_layout_constraint_marked_with_side_effects_is_evaluated():
                 "ROOT y = f32[3] multiply(x, x)", np.full(3, 2, np.float32)).tolist() == [4] * 3
 
 
+@pytest.mark.parametrize("target", ["LayoutConstraint", "Sharding", "SPMDFullToShardShape",
+                                    "SPMDShardToFullShape"])
+def test_layout_and_sharding_annotations_are_the_identity(target):
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    out = run1(f'p = f32[2,3] parameter(0)\nROOT c = f32[2,3]{{0,1}} custom-call(p), '
+               f'custom_call_target="{target}", sharding={{replicated}}', x)
+    assert same_bits(out, x)
+
+
+def test_a_sharding_annotation_that_changes_the_shape_is_an_error():
+    """On one device a shard is the whole array: a shape change has no meaning here."""
+    with pytest.raises(HloError, match="c: computed float32\\[4\\] but the instruction declares"):
+        run("p = f32[4] parameter(0)\nROOT c = f32[2] custom-call(p), "
+            'custom_call_target="SPMDFullToShardShape"', np.ones(4, np.float32))
+
+
 def test_declared_shape_that_disagrees_with_semantics_fails():
     module = parse("HloModule m\nENTRY e {\np = f32[4] parameter(0)\nROOT r = f32[5] abs(p)\n}\n")
     with pytest.raises(HloError, match=r"r: result shape should be f32\[4\], declared f32\[5\]"):
