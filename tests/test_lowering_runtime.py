@@ -460,6 +460,26 @@ def test_side_effects_no_result_uses_are_refused_not_skipped():
             hlo_opt.compile(text)
 
 
+@pytest.mark.parametrize("target", ["LayoutConstraint", "Sharding", "SPMDFullToShardShape",
+                                    "SPMDShardToFullShape"])
+def test_layout_and_sharding_annotations_compile_as_copies(target):
+    """Identity custom calls run in kernels (a copy into the result's layout), not in the
+    interpreter."""
+    text = f"""HloModule m
+ENTRY e {{
+  x = f32[4,3] parameter(0)
+  c = f32[4,3]{{0,1}} custom-call(x), custom_call_target="{target}", sharding={{replicated}}
+  ROOT y = f32[4,3] multiply(c, c)
+}}
+"""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        exe = hlo_opt.compile(text)
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    assert not exe.stats["fallbacks"]
+    np.testing.assert_array_equal(exe(x)[0], x * x)
+
+
 def test_identical_kernels_compile_once():
     body = "\n".join(f"""y{i} = f32[64] parameter({i})
         e{i} = f32[64] exponential(y{i})
