@@ -63,8 +63,8 @@ def evaluate(module: Module, args: Sequence, verify: bool = True) -> list[np.nda
     before any is allocated."""
     if verify:
         verifier.verify(module)
-    refuse_unrunnable_side_effects(module)
     check_fits_in_memory(module)
+    refuse_unrunnable_side_effects(module)
     with allocating("evaluating the module"):
         return evaluate_module(module, args, DISPATCH)
 
