@@ -15,6 +15,7 @@ import functools
 from importlib import resources
 
 from ..grammar.rules_parser import RuleFile, load_rules
+from ..interpreter.control import IDENTITY_CUSTOM_CALLS
 from ..ir import Computation, Instruction, Module, post_order
 from ..kernels import executed_computations
 from ..ops import CONTROL
@@ -106,9 +107,22 @@ def _inline(comp: Computation, value: dict[int, Instruction], out: list[Instruct
         attrs = {k: _rebuilt(v, rebuild) for k, v in inst.attrs.items()} \
             if inst.opcode in CONTROL else dict(inst.attrs)
         name = inst.name if top else unique_local(taken, inst.name)
-        value[id(inst)] = clone(inst, operands, name, attrs)
+        value[id(inst)] = _as_copy(inst, operands, name) or clone(inst, operands, name, attrs)
         out.append(value[id(inst)])
     return value[id(comp.root)]
+
+
+def _as_copy(inst: Instruction, operands: list[Instruction], name: str) -> Instruction | None:
+    """An identity custom call (a layout constraint, a sharding annotation on one device:
+    interpreter.control.IDENTITY_CUSTOM_CALLS) as the copy into its layout that it is, which
+    has kernels; None for any other instruction, or one that changes the type or dims."""
+    if inst.opcode != "custom-call" or \
+            inst.attrs.get("custom_call_target") not in IDENTITY_CUSTOM_CALLS or \
+            len(operands) != 1 or operands[0].shape.is_tuple or inst.shape.is_tuple or \
+            (operands[0].shape.element_type, operands[0].shape.dims) != \
+            (inst.shape.element_type, inst.shape.dims):
+        return None
+    return Instruction(name, "copy", inst.shape, operands, line=inst.line, column=inst.column)
 
 
 def _rebuilt(attr, rebuild):

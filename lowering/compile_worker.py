@@ -59,10 +59,16 @@ class Workers:
 
     def __init__(self, n: int):
         self.pid = os.getpid()
-        self.procs = [subprocess.Popen([sys.executable, "-m", "hlo_opt.lowering.compile_worker"],
-                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-                      for _ in range(n)]
+        self.procs = [_start() for _ in range(n)]
         self.lock = threading.Lock()
+
+    def _replace_exited(self) -> None:
+        """A worker LLVM killed is replaced: with none left, compiling would fall back to
+        this process, where the next such abort would end it."""
+        for k, p in enumerate(self.procs):
+            if p.poll() is not None:
+                _close(p)
+                self.procs[k] = _start()
 
     def _run(self, proc, tasks: queue.Queue, results: dict, level: int) -> None:
         while True:
@@ -87,6 +93,7 @@ class Workers:
 
     def map(self, chunks: list[list[str]], level: int) -> list[bytes]:
         with self.lock:
+            self._replace_exited()
             tasks: queue.Queue = queue.Queue()
             for k, t in enumerate(chunks):
                 tasks.put((k, t))
@@ -107,12 +114,24 @@ class Workers:
 
     def close(self) -> None:
         for p in self.procs:
-            if p.poll() is None:
-                try:
-                    p.stdin.close()
-                    p.wait(timeout=5)
-                except (OSError, subprocess.TimeoutExpired):
-                    p.kill()
+            _close(p)
+
+
+def _start() -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "hlo_opt.lowering.compile_worker"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+
+
+def _close(p: subprocess.Popen) -> None:
+    """End a worker and close both its pipes (an exited worker's too: an unclosed pipe is a
+    ResourceWarning at exit)."""
+    try:
+        p.stdin.close()
+        p.wait(timeout=5)
+    except (OSError, subprocess.TimeoutExpired):
+        p.kill()
+        p.wait()
+    p.stdout.close()
 
 
 if __name__ == "__main__":

@@ -15,8 +15,7 @@ import warnings
 import numpy as np
 
 from ..errors import UnsupportedError
-from ..interpreter import DISPATCH, Evaluator
-from ..interpreter.control import CUSTOM_CALLS
+from ..interpreter import DISPATCH, Evaluator, interpretable
 from ..ir import Instruction
 from ..ops import HOST_OPS, TUPLE_OPS, VIEWS
 from . import elemental, emit_elementwise, emit_kernel
@@ -35,16 +34,10 @@ def why_not(inst: Instruction) -> str | None:
     the interpreter runs it). An instruction neither can run is refused here, at compile
     time: an UnsupportedError at its line and column."""
     reason = missing_emitter(inst)
-    if reason and not _interpretable(inst):
+    if reason and not interpretable(inst):
         raise UnsupportedError(f"{inst.opcode} ({inst.name}) cannot run: {reason}, and the "
                                f"interpreter has no rule for it", line=inst.line, column=inst.column)
     return reason
-
-
-def _interpretable(inst: Instruction) -> bool:
-    if inst.opcode == "custom-call":
-        return inst.attrs.get("custom_call_target") in CUSTOM_CALLS
-    return inst.opcode in DISPATCH
 
 
 def missing_emitter(inst: Instruction) -> str | None:

@@ -33,7 +33,12 @@ from . import libcalls, objfile
 # Compile-time budget: the vectorizer's epilogue loops and full unrolling of loops beyond a
 # small body roughly halve the kernels' compile time when turned down; the main vector loop
 # and explicit register blocking (emit_dot.py) carry the speed.
-_LLVM_OPTIONS = ("-unroll-threshold=50",)
+# LLVM 22's SLP vectorizer models a bundle such as (x, x+1, ..., x+7) with x as a
+# "copyable" x+0; scheduling such a bundle where x is also the others' operand can fail
+# the assertion "Expected valid number of unscheduled deps" (an abort). Our kernels compute
+# runs of neighbouring indices everywhere (a conv packer's rows, for one), so that part of
+# SLP is off; the rest of SLP still runs.
+_LLVM_OPTIONS = ("-unroll-threshold=50", "-slp-copyable-elements=false")
 _lock = threading.RLock()
 _state: dict = {}
 _cache: dict[str, dict[str, int]] = {}     # IR hash -> {function name: address}

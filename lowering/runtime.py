@@ -30,6 +30,7 @@ import numpy as np
 
 from ..errors import HloError, UnsupportedError
 from ..fusion.stage import fuse, has_fusions
+from ..interpreter import refuse_unrunnable_side_effects
 from ..interpreter.evaluator import coerce_argument
 from ..ir import Computation, Module
 from . import buffers, fallback, in_place, jit, loop_packing, output_pool
@@ -141,6 +142,7 @@ def compile_module(module, target: str = "cpu", flush_denormals: bool = False) -
     if isinstance(module, str):
         from .. import parse
         module = parse(module)
+    refuse_unrunnable_side_effects(module)
     if target == "gpu":
         if flush_denormals:
             raise UnsupportedError("flush_denormals is an option of the cpu target")

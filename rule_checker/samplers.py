@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 
 from ..dtypes import DTYPES, float_info
+from ..interpreter.control import IDENTITY_CUSTOM_CALLS
 from ..shape import Layout, Shape, array
 
 DTYPE_CHOICES = ("pred", "s8", "s32", "u32", "s64", "f16", "bf16", "f32", "f64")
@@ -156,8 +157,9 @@ def _copy(inst, shapes, fields, expected):
 
 
 def _custom_call(inst, shapes, fields, expected):
-    """Only the layout constraint has a result shape the checker knows: a copy's."""
-    if fields.get("custom_call_target") != "LayoutConstraint" or len(shapes) != 1:
+    """Only the identities (a layout constraint, sharding annotations) have a result shape
+    the checker knows: a copy's."""
+    if fields.get("custom_call_target") not in IDENTITY_CUSTOM_CALLS or len(shapes) != 1:
         raise Reject("no result shape for this custom-call target")
     return _copy(inst, shapes, fields, expected)
 

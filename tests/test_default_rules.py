@@ -134,3 +134,21 @@ def test_redundancy_fixtures_collapse_further_for_real_numbers(name):
     assert _ops(xla)["divide"] == 2 and _ops(xla)["log"] == 1
     assert _ops(fast)["divide"] == 0 and _ops(fast)["log"] == 0 and _ops(fast)["subtract"] == 0
     assert len(fast.entry.instructions) < len(xla.entry.instructions)
+
+
+@pytest.mark.parametrize("target", ["Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape"])
+def test_sharding_annotations_vanish_on_one_device(target):
+    """JAX's sharding annotations (beside a typed PRNG key, for one) are the identity on
+    one device: optimized away, the values unchanged."""
+    text = f"""HloModule m
+ENTRY e {{
+  x = f32[4,3] parameter(0)
+  s = f32[4,3] custom-call(x), custom_call_target="{target}", sharding={{replicated}}
+  ROOT y = f32[4,3] multiply(s, s)
+}}
+"""
+    optimized = hlo_opt.optimize(text)
+    assert not any(i.opcode == "custom-call" for i in optimized.instructions())
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    for module in (text, optimized):
+        np.testing.assert_array_equal(hlo_opt.evaluate(module, [x])[0], x * x)

@@ -7,6 +7,7 @@ oracle is installed.
 from __future__ import annotations
 
 import itertools
+import re
 
 import ml_dtypes
 import numpy as np
@@ -803,6 +804,49 @@ def test_custom_call_is_unsupported_with_a_clear_message():
     with pytest.raises(UnsupportedError, match=r'cc\.1: custom-call \(custom_call_target="foo"\)'):
         run("p = f32[2] parameter(0)\nROOT cc.1 = f32[2] custom-call(p), custom_call_target=\"foo\"",
             np.ones(2, np.float32))
+
+
+DEAD_SIDE_EFFECTS = [
+    ('s = f32[] constant(1)\np = () custom-call(s), custom_call_target="host_print", '
+     'custom_call_has_side_effect=true', "5:1: custom-call (p) cannot run: it has side effects",
+     "'host_print'"),
+    ("tok = token[] after-all()\nof = token[] outfeed(x, tok), outfeed_shape=f32[3]",
+     "5:1: outfeed (of) cannot run: it has side effects", ""),
+]
+
+
+@pytest.mark.parametrize("dead,where,target", DEAD_SIDE_EFFECTS)
+def test_a_side_effect_no_result_uses_is_refused_not_skipped(dead, where, target):
+    """Only what the result depends on is evaluated; an effect the interpreter cannot
+    produce is refused wherever it is, with or without verification."""
+    module = parse(f"HloModule m\nENTRY e {{\nx = f32[3] parameter(0)\n{dead}\n"
+                   "ROOT y = f32[3] multiply(x, x)\n}\n")
+    for verify in (True, False):
+        with pytest.raises(UnsupportedError, match=f"{re.escape(where)}.*{re.escape(target)}"):
+            evaluate(module, [np.ones(3, np.float32)], verify=verify)
+
+
+def test_a_dead_layout_constraint_marked_with_side_effects_is_evaluated():
+    """A custom call the interpreter knows runs (or is skipped) like any instruction."""
+    assert run1("x = f32[3] parameter(0)\nc = f32[3] custom-call(x), custom_call_target="
+                '"LayoutConstraint", custom_call_has_side_effect=true\n'
+                "ROOT y = f32[3] multiply(x, x)", np.full(3, 2, np.float32)).tolist() == [4] * 3
+
+
+@pytest.mark.parametrize("target", ["LayoutConstraint", "Sharding", "SPMDFullToShardShape",
+                                    "SPMDShardToFullShape"])
+def test_layout_and_sharding_annotations_are_the_identity(target):
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    out = run1(f'p = f32[2,3] parameter(0)\nROOT c = f32[2,3]{{0,1}} custom-call(p), '
+               f'custom_call_target="{target}", sharding={{replicated}}', x)
+    assert same_bits(out, x)
+
+
+def test_a_sharding_annotation_that_changes_the_shape_is_an_error():
+    """On one device a shard is the whole array: a shape change has no meaning here."""
+    with pytest.raises(HloError, match="c: computed float32\\[4\\] but the instruction declares"):
+        run("p = f32[4] parameter(0)\nROOT c = f32[2] custom-call(p), "
+            'custom_call_target="SPMDFullToShardShape"', np.ones(4, np.float32))
 
 
 def test_declared_shape_that_disagrees_with_semantics_fails():

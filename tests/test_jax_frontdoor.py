@@ -141,6 +141,7 @@ def test_prng_keys_are_passed_as_their_key_data():
         return x + jax.random.normal(key, x.shape)
     assert_like_jax(noisy, jax.random.PRNGKey(3), normal(5))          # a raw u32[2] key
     key = jax.random.key(3)                                            # a typed key array
+    assert_like_jax(noisy, key, normal(5))            # its "Sharding" annotation is no bar
     lowered = hj.lower(noisy, key, normal(5))
     assert str(lowered.module.entry.parameters[0].shape) == "u32[2]{0}"
     np.testing.assert_array_equal(lowered.parameters([key, normal(5)])[0],

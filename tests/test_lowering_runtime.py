@@ -449,6 +449,37 @@ def test_ops_nothing_can_run_are_refused_at_compile_time(body, refused):
         hlo_opt.compile(module(body))
 
 
+def test_side_effects_no_result_uses_are_refused_not_skipped():
+    """The compiled program runs only what the results depend on; an effect it cannot
+    produce is refused at compile time wherever it is (the interpreter's cases)."""
+    from test_interpreter import DEAD_SIDE_EFFECTS
+    for dead, where, target in DEAD_SIDE_EFFECTS:
+        text = f"HloModule m\nENTRY e {{\nx = f32[3] parameter(0)\n{dead}\n" \
+            "ROOT y = f32[3] multiply(x, x)\n}\n"
+        with pytest.raises(UnsupportedError, match=f"{re.escape(where)}.*{re.escape(target)}"):
+            hlo_opt.compile(text)
+
+
+@pytest.mark.parametrize("target", ["LayoutConstraint", "Sharding", "SPMDFullToShardShape",
+                                    "SPMDShardToFullShape"])
+def test_layout_and_sharding_annotations_compile_as_copies(target):
+    """Identity custom calls run in kernels (a copy into the result's layout), not in the
+    interpreter."""
+    text = f"""HloModule m
+ENTRY e {{
+  x = f32[4,3] parameter(0)
+  c = f32[4,3]{{0,1}} custom-call(x), custom_call_target="{target}", sharding={{replicated}}
+  ROOT y = f32[4,3] multiply(c, c)
+}}
+"""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        exe = hlo_opt.compile(text)
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    assert not exe.stats["fallbacks"]
+    np.testing.assert_array_equal(exe(x)[0], x * x)
+
+
 def test_identical_kernels_compile_once():
     body = "\n".join(f"""y{i} = f32[64] parameter({i})
         e{i} = f32[64] exponential(y{i})

@@ -221,6 +221,17 @@ def test_convolution(x, w, attrs, out):
     check(conv_module(x, w, attrs, out), rel=1e-5)
 
 
+# (batch, input channels, output channels) of 8x8 "same" 3x3 convolutions whose input
+# packer's rows (neighbouring indices x, x+1, ...) made LLVM 22's SLP vectorizer abort
+# ("Expected valid number of unscheduled deps": lowering/jit.py).
+@pytest.mark.parametrize("batch,cin,cout", [(2, 3, 4), (2, 5, 8), (2, 7, 8), (3, 5, 3),
+                                            (3, 7, 3), (4, 6, 7)])
+def test_convolution_shapes_that_aborted_llvm(batch, cin, cout):
+    check(conv_module(f"f32[{batch},8,8,{cin}]", f"f32[3,3,{cin},{cout}]",
+                      "window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f",
+                      f"f32[{batch},8,8,{cout}]"), rel=1e-5)
+
+
 def conv_module(x: str, w: str, attrs: str, out: str) -> str:
     return module(f"""
         x = {x} parameter(0)

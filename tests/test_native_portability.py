@@ -274,14 +274,16 @@ define <16 x float> @avx512_only(<16 x float> %x) {
 
 def compile_batch_with_an_avx512_module():
     """(Run by the test below, in a process for the baseline CPU.) Compiles a module LLVM
-    cannot lower for that CPU (it aborts on it) alone, then in a batch of several chunks."""
+    cannot lower for that CPU (it aborts on it) alone, then in a batch of several chunks,
+    then alone again: more aborts than the test's two workers."""
     fine = [(_ir(f"define i32 @g{k}(i32 %x) {{\n  ret i32 %x\n}}"), [f"g{k}"])
             for k in range(jit._LINK)]
-    for batch in ([], fine):
+    for batch in ([], fine, []):
         try:
             jit.compile_batch(batch + [(_ir(_AVX512_ONLY), ["avx512_only"])])
         except UnsupportedError as e:
             print("refused:", e)
+    print("workers left:", sum(p.poll() is None for p in jit._workers.procs))
 
 
 @on_x86_64
@@ -290,8 +292,22 @@ def test_llvm_aborting_in_a_compile_worker_is_an_error_not_an_abort():
     """Kernels compiled in worker processes: a worker LLVM kills is an UnsupportedError
     here (compiling the same code in this process would abort it)."""
     env = dict(os.environ, HLO_OPT_CPU="x86-64", HLO_OPT_COMPILE_WORKERS="2")
-    run = subprocess.run([sys.executable, "-c", "import test_native_portability as t; "
+    run = subprocess.run([sys.executable, "-W", "always::ResourceWarning", "-c",
+                          "import test_native_portability as t; "
                           "t.compile_batch_with_an_avx512_module()"],
                          cwd=TESTS, env=env, capture_output=True, text=True, timeout=300)
-    assert run.returncode == 0 and run.stdout.count("refused: ") == 2 and \
-        "compile worker exited" in run.stdout, run.stdout + run.stderr[-2000:]
+    assert run.returncode == 0 and run.stdout.count("refused: ") == 3 and \
+        "compile worker exited" in run.stdout and "workers left: 2" in run.stdout, \
+        run.stdout + run.stderr[-2000:]
+    assert "ResourceWarning" not in run.stderr, run.stderr[-2000:]
+
+
+@parent_only
+def test_compile_workers_leave_no_pipe_open_at_exit():
+    """A process that compiled through the workers closes their pipes when it ends."""
+    env = dict(os.environ, HLO_OPT_COMPILE_WORKERS="2")
+    run = subprocess.run([sys.executable, "-W", "always::ResourceWarning", "-c",
+                          "import hlo_opt, test_native_portability as t; "
+                          "hlo_opt.compile(t.REPRESENTATIVE['elementwise.f32'])"],
+                         cwd=TESTS, env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0 and "ResourceWarning" not in run.stderr, run.stderr[-2000:]

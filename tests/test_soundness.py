@@ -249,6 +249,8 @@ def test_cli_exit_codes(tmp_path, capsys):
     ('rule r [strict]: custom-call(x, custom_call_target="LayoutConstraint") => copy(x)', "sound"),
     ('rule r [strict]: custom-call(x, custom_call_target="LayoutConstraint") => bitcast(x)',
      "unsound"),
+    ('rule r [strict]: custom-call(x, custom_call_target="Sharding") => copy(x)', "sound"),
+    ('rule r [strict]: custom-call(x, custom_call_target="Sharding") => bitcast(x)', "unsound"),
 ])
 def test_bitcasts_and_layout_constraints_are_drawn_in_other_layouts(text, status):
     v = verdict(text, trials=100)

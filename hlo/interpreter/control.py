@@ -5,11 +5,16 @@ from ..errors import UnsupportedError
 from .apply import apply
 from .sorting import topk_custom_call
 
-# Custom-call targets whose meaning XLA itself defines (XLA:CPU emits them when it
+# Custom-call targets that give back their operand's values: "LayoutConstraint" gives it
+# the result's layout; "Sharding" (JAX emits it, e.g. beside a typed PRNG key) and the
+# SPMD shape changes annotate how devices split it, nothing on one device (a change of
+# shape there is no identity: the result check refuses it).
+IDENTITY_CUSTOM_CALLS = ("LayoutConstraint", "Sharding", "SPMDFullToShardShape",
+                         "SPMDShardToFullShape")
+# Custom-call targets whose meaning XLA itself defines (XLA:CPU emits TopK when it
 # optimizes); every other target is opaque to the interpreter.
-# "LayoutConstraint" gives its operand the result's layout: the same logical values.
 CUSTOM_CALLS = {"TopK": topk_custom_call,
-                "LayoutConstraint": lambda inst, args, ev: args[0]}
+                **{target: lambda inst, args, ev: args[0] for target in IDENTITY_CUSTOM_CALLS}}
 
 
 def call(inst, args, ev):
