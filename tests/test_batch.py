@@ -204,16 +204,20 @@ def test_module_past_the_timeout_is_stopped_and_reported(slow, tmp_path):
 
 
 def _workers(pid: int) -> list[int]:
-    """The pool's workers: children of the forkserver the batch process started."""
-    children: dict[int, list[int]] = {}
+    """The pool's workers: the processes the batch process spawned (not its resource
+    tracker)."""
+    out = []
     for entry in filter(str.isdigit, os.listdir("/proc")):
         try:
             with open(f"/proc/{entry}/stat") as f:
                 ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                spawned = b"spawn_main" in f.read()
         except (OSError, ValueError, IndexError):
             continue
-        children.setdefault(ppid, []).append(int(entry))
-    return [w for child in children.get(pid, []) for w in children.get(child, [])]
+        if ppid == pid and spawned:
+            out.append(int(entry))
+    return out
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -305,6 +309,22 @@ def test_ctrl_c_keeps_finished_outputs_and_writes_the_report(slow, tmp_path):
     assert workers
     _wait_for(lambda: all(_state(p) in "ZX" for p in workers), 10)      # no worker left
 
+
+def test_workers_die_with_a_batch_killed_outright(slow, tmp_path):
+    """SIGKILL leaves the batch no chance to stop its workers: the kernel must, or the
+    exploding module would be optimized on until memory ran out."""
+    folder, options = slow
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "hlo_opt.tools.hlo_opt_cli", "batch",
+                             str(folder), "--out", str(out), "-j", "1",
+                             *map(str, options)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        workers = _busy_workers(proc.pid, 1)                # the sum is under way
+    finally:
+        proc.kill()
+        proc.wait()
+    _wait_for(lambda: all(_state(p) in "ZX" for p in workers), 10)
 
 def _state(pid: int) -> str:
     try:

@@ -1,7 +1,10 @@
 """`hlo-opt batch` on a local process pool (concurrent.futures.ProcessPoolExecutor).
 
 Workers are long-lived (each compiles the rule set once) and ignore SIGINT: Ctrl-C is the
-parent's to handle, which kills them. Each worker tells the parent, through a queue, which
+parent's to handle, which kills them. They are the batch process's own children (spawned),
+and on Linux the kernel kills them when it dies, however it dies: a batch killed outright
+(SIGKILL leaves it no chance to clean up) never leaves a worker optimizing on, which an
+exploding module would do until memory ran out. Each worker tells the parent, through a queue, which
 job it starts and its pid, so that the parent can kill exactly the worker whose job runs
 past the time limit. A worker that dies (killed, a crash in native code) breaks the
 executor: the jobs it did not start go back in the queue, and the jobs that were running
@@ -11,6 +14,7 @@ itself is reported as crashed.
 from __future__ import annotations
 
 import collections
+import ctypes
 import multiprocessing
 import os
 import signal
@@ -21,14 +25,14 @@ from concurrent.futures.process import BrokenProcessPool
 from .batch_work import CRASHED, TIMEOUT, Job, row, run_job
 
 POLL_SECONDS = 0.2
+PR_SET_PDEATHSIG = 1          # linux/prctl.h
 _started = None          # in a worker: the queue of (job name, pid) messages
 
 
 def pool_results(jobs: list[Job], workers: int, timeout: float):
     """Yield a report row per job, in completion order. Closing the generator (or an
     exception in it, Ctrl-C) kills the workers; jobs not yet yielded are then unfinished."""
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["hlo_opt.tools.batch_work"])
+    context = multiprocessing.get_context("spawn")
     started = context.SimpleQueue()       # written before the job runs: never late
     pending = collections.deque((job, False) for job in jobs)     # (job, run it alone)
     while pending:
@@ -41,11 +45,23 @@ def pool_results(jobs: list[Job], workers: int, timeout: float):
         run.stop(kill=False)
 
 
-def _init_worker(started) -> None:
+def _init_worker(started, parent: int) -> None:
     global _started
+    _die_with(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _started = started
     started.put((None, os.getpid()))
+
+
+def _die_with(parent: int) -> None:
+    """Have the kernel SIGKILL this process when `parent`, its parent, dies (Linux's
+    PR_SET_PDEATHSIG; elsewhere nothing is done)."""
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return
+    if prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0 and os.getppid() != parent:
+        os._exit(1)                      # the parent died before the request was made
 
 
 def _run_in_worker(job: Job) -> dict:
@@ -58,7 +74,8 @@ class _Run:
 
     def __init__(self, context, started, workers: int, timeout: float):
         self.executor = ProcessPoolExecutor(workers, mp_context=context,
-                                            initializer=_init_worker, initargs=(started,))
+                                            initializer=_init_worker,
+                                            initargs=(started, os.getpid()))
         self.started, self.workers, self.timeout = started, workers, timeout
         self.running: dict[str, tuple[int, float]] = {}   # job name -> (pid, start)
         self.pids: set[int] = set()
