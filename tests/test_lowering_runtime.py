@@ -807,6 +807,27 @@ body {
     assert loop.init[1] is loop.state[1] and loop.init[2] is loop.state[2]
 
 
+def checked_loop_profile(text: str, h_shape, w_shape, seed: int):
+    """Run a module of inputs (h, w) (w scaled to keep a recurrence bounded) compiled and
+    in the interpreter, check they agree, and return its profile rows over two calls."""
+    rng = np.random.default_rng(seed)
+    args = [rng.standard_normal(h_shape).astype(np.float32),
+            (rng.standard_normal(w_shape) / 6).astype(np.float32)]
+    (got,), (want,) = run_both(text, args)
+    assert_matches(got, want, 64, "h", atol=1e-5)
+    return hlo_opt.compile(text).profile(args, calls=2)
+
+
+def counting_cond(state: str, steps: int) -> str:
+    """A loop condition over `state` (a counter first): run `steps` times."""
+    return f"""cond {{
+  s = {state} parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant({steps})
+  ROOT c = pred[] compare(i, n), direction=LT
+}}"""
+
+
 RNN_STEP = """
 cond {{
   s = (s32[], f32[24,40], f32[56,40]) parameter(0)
@@ -848,13 +869,7 @@ def test_a_loop_invariant_gemm_operand_is_packed_once_per_call(weight, b, next_w
         loop = (s32[], f32[24,40], f32[56,40]) while(init), condition=cond, body=body
         ROOT h = f32[24,40] get-tuple-element(loop), index=1""",
                   RNN_STEP.format(weight=weight, b=b, next_w=next_w))
-    parsed = hlo_opt.parse(text)
-    rng = np.random.default_rng(0)
-    args = [rng.standard_normal((24, 40)).astype(np.float32),
-            (rng.standard_normal((56, 40)) / 6).astype(np.float32)]
-    (got,), (want,) = run_both(parsed, args)
-    assert_matches(got, want, 64, "h", atol=1e-5)
-    rows = hlo_opt.compile(parsed).profile(args, calls=2)
+    rows = checked_loop_profile(text, (24, 40), (56, 40), 0)
     calls = {label.split(" ")[0]: n for label, _, n, _ in rows}
     assert sum(n for label, n in calls.items() if label.endswith(".pack")) == packs
     assert calls["d"] == 7                                  # the dot, every iteration
@@ -871,12 +886,7 @@ def test_loop_invariant_batched_operand_is_packed_once_per_batch_and_panel():
         init = {state} tuple(zero, h0, w0)
         loop = {state} while(init), condition=cond, body=body
         ROOT h = f32[3,20,40] get-tuple-element(loop), index=1""", f"""
-cond {{
-  s = {state} parameter(0)
-  i = s32[] get-tuple-element(s), index=0
-  n = s32[] constant(4)
-  ROOT c = pred[] compare(i, n), direction=LT
-}}
+{counting_cond(state, 4)}
 body {{
   s = {state} parameter(0)
   i = s32[] get-tuple-element(s), index=0
@@ -889,10 +899,39 @@ body {{
   h2 = f32[3,20,40] slice(t), slice={{[0:3], [0:20], [3:43]}}
   ROOT r = {state} tuple(j, h2, w)
 }}""")
-    rng = np.random.default_rng(1)
-    args = [rng.standard_normal((3, 20, 40)).astype(np.float32),
-            (rng.standard_normal((3, 70, 40)) / 6).astype(np.float32)]
-    (got,), (want,) = run_both(text, args)
-    assert_matches(got, want, 64, "h", atol=1e-5)
-    rows = hlo_opt.compile(text).profile(args, calls=2)
+    rows = checked_loop_profile(text, (3, 20, 40), (3, 70, 40), 1)
     assert [n for label, _, n, _ in rows if ".pack " in label] == [1]
+
+
+def test_a_gemm_computing_its_product_transposed_packs_its_own_operands_in_a_loop():
+    """tanh((h @ W^T)^T) in a loop body: the GEMM computes W h^T, its B is h (which the loop
+    changes), so the invariant W is not packed before the loop; the answer is the
+    interpreter's."""
+    state = "(s32[], f32[40,40], f32[40,40])"
+    text = module(f"""
+        h0 = f32[40,40] parameter(0)
+        w0 = f32[40,40] parameter(1)
+        zero = s32[] constant(0)
+        init = {state} tuple(zero, h0, w0)
+        loop = {state} while(init), condition=cond, body=body
+        ROOT h = f32[40,40] get-tuple-element(loop), index=1""", f"""
+{counting_cond(state, 4)}
+fused_step {{
+  h = f32[40,40] parameter(0)
+  w = f32[40,40] parameter(1)
+  d = f32[40,40] dot(h, w), lhs_contracting_dims={{1}}, rhs_contracting_dims={{1}}
+  t = f32[40,40] transpose(d), dimensions={{1,0}}
+  ROOT h2 = f32[40,40] tanh(t)
+}}
+body {{
+  s = {state} parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  h = f32[40,40] get-tuple-element(s), index=1
+  w = f32[40,40] get-tuple-element(s), index=2
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  h2 = f32[40,40] fusion(h, w), kind=kOutput, calls=fused_step
+  ROOT r = {state} tuple(j, h2, w)
+}}""")
+    rows = checked_loop_profile(text, (40, 40), (40, 40), 2)
+    assert not [label for label, _, _, _ in rows if ".pack " in label]
