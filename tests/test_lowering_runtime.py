@@ -702,15 +702,30 @@ def test_a_loops_gradient_accumulator_is_added_to_in_place():
     assert loop.state[1] in add.ins
 
 
+# The product scaled before the transpose (g + transpose(dot * 0.5)): fusion leaves the
+# transpose, the GEMM's epilogue reads the dot through it (phases.epilogue_transposes).
+SCALED = """  h = f32[] constant(0.5)
+  hb = f32[16,8] broadcast(h), dimensions={}
+  ps = f32[16,8] multiply(p, hb)
+  t = f32[8,16] transpose(ps), dimensions={1,0}
+"""
+
+
 @pytest.mark.parametrize("k, in_place", [(32, True), (2048, False)])
-def test_a_gemm_adds_its_product_to_the_accumulator_in_place_when_it_writes_it_once(k, in_place):
+@pytest.mark.parametrize("scaled", [False, True])
+def test_a_gemm_adds_its_product_to_the_accumulator_in_place_when_it_writes_it_once(
+        k, in_place, scaled):
     """g + transpose(dot(x, d)) at GEMM sizes is one kernel, the dot computed transposed
-    with the add as its epilogue. Its K in one block, each element is finished before it
-    is stored: the kernel writes over g. Deeper, partial sums would be stored over g before
-    the epilogue reads it: a buffer of its own."""
+    with the add as its epilogue (one phase). Its K in one block, each element is finished
+    before it is stored: the kernel writes over g. Deeper, partial sums would be stored
+    over g before the epilogue reads it: a buffer of its own."""
+    from hlo_opt.lowering.fallback import why_not
+    from hlo_opt.lowering.phases import split
     from hlo_opt.lowering.program import While
     from hlo_opt.lowering.runtime import build
     body = ACCUMULATE
+    if scaled:
+        body = body.replace("  t = f32[8,16] transpose(p), dimensions={1,0}\n", SCALED)
     for old, new in (("f32[8,16]", "f32[48,64]"), ("f32[16,8]", "f32[64,48]"),
                      ("4,8", f"{k},48"), ("4,16", f"{k},64"), ("[4,8]", f"[{k},48]"),
                      ("[4,16]", f"[{k},64]"), ("[5,", "[9,"), ("constant(5)", "constant(9)")):
@@ -731,8 +746,10 @@ def test_a_gemm_adds_its_product_to_the_accumulator_in_place_when_it_writes_it_o
     [loop] = [s for s in build(hlo_opt.parse(text))[0].steps if isinstance(s, While)]
     [gemm] = [s for s in loop.body.steps if loop.body_results[1] in s.outs]
     assert {"dot", "add"} <= {i.opcode for i in gemm.kernel.comp.instructions}
-    assert not any(i.opcode == "transpose" for s in loop.body.steps
-                   for i in s.kernel.comp.instructions)
+    assert any(i.opcode == "transpose" for s in loop.body.steps
+               for i in s.kernel.comp.instructions) == scaled
+    assert ("add", "dot") in [(p.root.opcode, p.hero.opcode)
+                              for p in split(gemm.kernel.comp, why_not, epilogues=True)]
     assert (loop.body_results[1] is loop.state[1]) == in_place
 
 
