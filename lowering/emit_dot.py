@@ -39,6 +39,7 @@ from .emit_loops import Index, delinearize, for_range, placed
 from .gemm_pack import Strided, strided_packer
 from .intrinsics import call, declare
 from .ltypes import I1, I32, I64, PTR, VOID, ElemType, elem, load, opaque, store
+from .phases import epilogue_transposes
 from .vector_ops import flush_denormal, splat as _splat
 
 @dataclass
@@ -542,9 +543,13 @@ def _prefetch_b(b, bp, p, nr: int, acc: ElemType) -> None:
 
 # ------------------------------------------------------------------------------- dot
 
-def dot_gemm(inst) -> Gemm:
+def dot_gemm(inst, transposed: bool = False) -> Gemm:
+    """The dot as a GEMM; `transposed` (a rank-2 dot without batch dimensions): its
+    transpose, C^T = B^T A^T, with A and B trading places (phases.epilogue_transposes)."""
     lhs, rhs = inst.operands
     (lb, lc, lf), (rb, rc, rf) = dot_dims(inst.attrs, lhs.shape.rank, rhs.shape.rank)
+    if transposed:
+        lhs, rhs, (lb, lc, lf), (rb, rc, rf) = rhs, lhs, (rb, rc, rf), (lb, lc, lf)
     ld, rd = lhs.shape.dims, rhs.shape.dims
     batch = math.prod(ld[d] for d in lb)
     m, n, k = math.prod(ld[d] for d in lf), math.prod(rd[d] for d in rf), math.prod(ld[d] for d in lc)
@@ -581,7 +586,8 @@ def register_gemm(opcode: str, to_gemm: Callable) -> None:
     def gemm_of(root, gemm):
         if gemm is None:
             return to_gemm(root)
-        return replace(to_gemm(gemm), epilogue=(gemm, root))
+        g = to_gemm(gemm, transposed=True) if epilogue_transposes(gemm, root) else to_gemm(gemm)
+        return replace(g, epilogue=(gemm, root))
 
     def plan(root, gemm=None):
         g = gemm_of(root, gemm)

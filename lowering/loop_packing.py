@@ -22,6 +22,7 @@ from .emit_dot import dot_gemm, pack_b_panel
 from .emit_kernel import KernelCode, _entry_points
 from .emit_loops import for_range
 from .ltypes import I64, PTR, VOID
+from .phases import epilogue_transposes
 from .program import Buffer, Conditional, KernelStep, Program, While, written_ids
 
 
@@ -77,7 +78,8 @@ def _dot(comp):
 
 def packable(comp) -> int | None:
     """The parameter number of the B operand of the kernel's one dot, where that dot is a
-    packed GEMM and B a parameter only it reads (as B); else None."""
+    packed GEMM and B a parameter only it reads (as B), and no epilogue reads the dot
+    transposed; else None."""
     dot = _dot(comp)
     if dot is None or not dot_gemm(dot).packed():
         return None
@@ -85,6 +87,8 @@ def packable(comp) -> int | None:
     if rhs.opcode != "parameter" or lhs is rhs or \
             any(rhs in i.operands for i in comp.post_order() if i is not dot):
         return None
+    if any(epilogue_transposes(dot, i) for i in comp.post_order()):
+        return None                          # its GEMM packs the lhs as B (dot_gemm)
     return rhs.parameter_number
 
 

@@ -25,7 +25,8 @@ kernel runs it, one loop structure at a time. Walking from the results towards t
 * with `tees`, a result that a reduce reads as its input (nothing else reading it) is
   stored by the reduce's phase as the reduce reads it: one pass instead of two.
 * with `epilogues` (the CPU's kernels), a dot or convolution whose only readers are one loop
-  phase, all reading it at that phase's own index through elementwise ops, joins that phase
+  phase, all reading it at that phase's own index through elementwise ops (or a rank-2
+  dot's, all transposed: the GEMM then computes the transposed product), joins that phase
   as its `gemm`: the GEMM computes the loop's root per element as it writes its final tiles
   (its epilogue: bias, activation, convert, residual), so nothing is stored in between.
 
@@ -40,7 +41,8 @@ from typing import Callable
 
 from ..fusion.policy import FusionPolicy
 from ..fusion.stage import default_policy
-from ..ir import Computation, Instruction
+from ..dot_dims import dot_dims
+from ..ir import Computation, Instruction, post_order
 from ..ops import EXPENSIVE_PER_ELEMENT, HOST_OPS, INDEX_ONLY, is_elementwise, per_element
 from ..shape import TupleShape
 
@@ -203,13 +205,34 @@ def _epilogue_of(inst, comp, inst_users, owners) -> list[Phase] | None:
     [p] = phases.values()
     if p.fallback or p.gemm or not per_element(p.root.opcode) or p.root.shape.is_tuple:
         return None
-    reading = {id(inst)}
-    for m in reversed(p.members):                      # producers before their users
-        if any(id(o) in reading for o in m.operands):
-            if not is_elementwise(m.opcode) or m.shape.dims != inst.shape.dims:
-                return None
-            reading.add(id(m))
+    if epilogue_transposes(inst, p.root) is None:
+        return None
     return [p]
+
+
+def epilogue_transposes(gemm: Instruction, root: Instruction) -> bool | None:
+    """Whether the members reading `gemm` (its epilogue, computing `root`) read it
+    transposed: every path to the root runs through elementwise ops and, on every path
+    alike, at most one transpose of a rank-2 dot's rows and columns (an SGD update
+    W - lr * (x^T dy)^T, where the GEMM computes the transposed product instead and writes
+    it in order). None where they read it neither at one index nor transposed throughout."""
+    flipped = {id(gemm): False}
+    for m in post_order([root], lambda i: () if i is gemm else i.operands, id):
+        read = {flipped[id(o)] for o in m.operands if id(o) in flipped}
+        if not read:
+            continue
+        if len(read) > 1:
+            return None
+        [turned] = read
+        if m.opcode == "transpose" and gemm.opcode == "dot" and not turned and \
+                gemm.shape.rank == 2 and tuple(m.attrs["dimensions"]) == (1, 0) \
+                and not dot_dims(gemm.attrs, *(o.shape.rank for o in gemm.operands))[0][0]:
+            turned = True
+        elif not is_elementwise(m.opcode) or \
+                m.shape.dims != (gemm.shape.dims[::-1] if turned else gemm.shape.dims):
+            return None
+        flipped[id(m)] = turned
+    return flipped.get(id(root))
 
 
 def _deciding(p: Phase, inst_users) -> Instruction:

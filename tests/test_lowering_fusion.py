@@ -306,6 +306,32 @@ EPILOGUE_MODULES = {
   w = bf16[300,70] parameter(1)
   d = bf16[100,70] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
   ROOT o = bf16[100,70] tanh(d)""", [("tanh", "dot")]),
+    # an SGD update of a weight from its gradient x^T dy, transposed: the GEMM computes
+    # dy^T x, so it writes the update in order (the bias read before the transpose)
+    "sgd_update_transposed": ("""
+  x = f32[37,70] parameter(0)
+  dy = f32[37,50] parameter(1)
+  w = f32[50,70] parameter(2)
+  b = f32[50] parameter(3)
+  d = f32[70,50] dot(x, dy), lhs_contracting_dims={0}, rhs_contracting_dims={0}
+  bb = f32[70,50] broadcast(b), dimensions={1}
+  s = f32[70,50] multiply(d, bb)
+  t = f32[50,70] transpose(s), dimensions={1,0}
+  ROOT o = f32[50,70] subtract(w, t)""", [("subtract", "dot")]),
+    # too small to pack, transposed: the plain loop writes the transposed product
+    "small_transposed": ("""
+  x = f32[3,4] parameter(0)
+  w = f32[5,4] parameter(1)
+  d = f32[3,5] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={1}
+  t = f32[5,3] transpose(d), dimensions={1,0}
+  ROOT o = f32[5,3] negate(t)""", [("negate", "dot")]),
+    # the product read both in order and transposed: stored, then read by a loop
+    "read_both_ways": ("""
+  x = f32[48,40] parameter(0)
+  w = f32[40,48] parameter(1)
+  d = f32[48,48] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  t = f32[48,48] transpose(d), dimensions={1,0}
+  ROOT o = f32[48,48] add(d, t)""", [("dot", "dot"), ("add", "add")]),
     # integers: the plain loop per element applies it
     "s32": ("""
   x = s32[20,30] parameter(0)

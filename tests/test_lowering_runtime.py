@@ -733,15 +733,30 @@ def test_a_loops_gradient_accumulator_is_added_to_in_place():
     assert loop.state[1] in add.ins
 
 
+# The product scaled before the transpose (g + transpose(dot * 0.5)): fusion leaves the
+# transpose, the GEMM's epilogue reads the dot through it (phases.epilogue_transposes).
+SCALED = """  h = f32[] constant(0.5)
+  hb = f32[16,8] broadcast(h), dimensions={}
+  ps = f32[16,8] multiply(p, hb)
+  t = f32[8,16] transpose(ps), dimensions={1,0}
+"""
+
+
 @pytest.mark.parametrize("k, in_place", [(32, True), (2048, False)])
-def test_a_gemm_adds_its_product_to_the_accumulator_in_place_when_it_writes_it_once(k, in_place):
+@pytest.mark.parametrize("scaled", [False, True])
+def test_a_gemm_adds_its_product_to_the_accumulator_in_place_when_it_writes_it_once(
+        k, in_place, scaled):
     """g + transpose(dot(x, d)) at GEMM sizes is one kernel, the dot computed transposed
-    with the add as its epilogue. Its K in one block, each element is finished before it
-    is stored: the kernel writes over g. Deeper, partial sums would be stored over g before
-    the epilogue reads it: a buffer of its own."""
+    with the add as its epilogue (one phase). Its K in one block, each element is finished
+    before it is stored: the kernel writes over g. Deeper, partial sums would be stored
+    over g before the epilogue reads it: a buffer of its own."""
+    from hlo_opt.lowering.fallback import why_not
+    from hlo_opt.lowering.phases import split
     from hlo_opt.lowering.program import While
     from hlo_opt.lowering.runtime import build
     body = ACCUMULATE
+    if scaled:
+        body = body.replace("  t = f32[8,16] transpose(p), dimensions={1,0}\n", SCALED)
     for old, new in (("f32[8,16]", "f32[48,64]"), ("f32[16,8]", "f32[64,48]"),
                      ("4,8", f"{k},48"), ("4,16", f"{k},64"), ("[4,8]", f"[{k},48]"),
                      ("[4,16]", f"[{k},64]"), ("[5,", "[9,"), ("constant(5)", "constant(9)")):
@@ -762,8 +777,10 @@ def test_a_gemm_adds_its_product_to_the_accumulator_in_place_when_it_writes_it_o
     [loop] = [s for s in build(hlo_opt.parse(text))[0].steps if isinstance(s, While)]
     [gemm] = [s for s in loop.body.steps if loop.body_results[1] in s.outs]
     assert {"dot", "add"} <= {i.opcode for i in gemm.kernel.comp.instructions}
-    assert not any(i.opcode == "transpose" for s in loop.body.steps
-                   for i in s.kernel.comp.instructions)
+    assert any(i.opcode == "transpose" for s in loop.body.steps
+               for i in s.kernel.comp.instructions) == scaled
+    assert ("add", "dot") in [(p.root.opcode, p.hero.opcode)
+                              for p in split(gemm.kernel.comp, why_not, epilogues=True)]
     assert (loop.body_results[1] is loop.state[1]) == in_place
 
 
@@ -838,6 +855,27 @@ body {
     assert loop.init[1] is loop.state[1] and loop.init[2] is loop.state[2]
 
 
+def checked_loop_profile(text: str, h_shape, w_shape, seed: int):
+    """Run a module of inputs (h, w) (w scaled to keep a recurrence bounded) compiled and
+    in the interpreter, check they agree, and return its profile rows over two calls."""
+    rng = np.random.default_rng(seed)
+    args = [rng.standard_normal(h_shape).astype(np.float32),
+            (rng.standard_normal(w_shape) / 6).astype(np.float32)]
+    (got,), (want,) = run_both(text, args)
+    assert_matches(got, want, 64, "h", atol=1e-5)
+    return hlo_opt.compile(text).profile(args, calls=2)
+
+
+def counting_cond(state: str, steps: int) -> str:
+    """A loop condition over `state` (a counter first): run `steps` times."""
+    return f"""cond {{
+  s = {state} parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant({steps})
+  ROOT c = pred[] compare(i, n), direction=LT
+}}"""
+
+
 RNN_STEP = """
 cond {{
   s = (s32[], f32[24,40], f32[56,40]) parameter(0)
@@ -879,13 +917,7 @@ def test_a_loop_invariant_gemm_operand_is_packed_once_per_call(weight, b, next_w
         loop = (s32[], f32[24,40], f32[56,40]) while(init), condition=cond, body=body
         ROOT h = f32[24,40] get-tuple-element(loop), index=1""",
                   RNN_STEP.format(weight=weight, b=b, next_w=next_w))
-    parsed = hlo_opt.parse(text)
-    rng = np.random.default_rng(0)
-    args = [rng.standard_normal((24, 40)).astype(np.float32),
-            (rng.standard_normal((56, 40)) / 6).astype(np.float32)]
-    (got,), (want,) = run_both(parsed, args)
-    assert_matches(got, want, 64, "h", atol=1e-5)
-    rows = hlo_opt.compile(parsed).profile(args, calls=2)
+    rows = checked_loop_profile(text, (24, 40), (56, 40), 0)
     calls = {label.split(" ")[0]: n for label, _, n, _ in rows}
     assert sum(n for label, n in calls.items() if label.endswith(".pack")) == packs
     assert calls["d"] == 7                                  # the dot, every iteration
@@ -902,12 +934,7 @@ def test_loop_invariant_batched_operand_is_packed_once_per_batch_and_panel():
         init = {state} tuple(zero, h0, w0)
         loop = {state} while(init), condition=cond, body=body
         ROOT h = f32[3,20,40] get-tuple-element(loop), index=1""", f"""
-cond {{
-  s = {state} parameter(0)
-  i = s32[] get-tuple-element(s), index=0
-  n = s32[] constant(4)
-  ROOT c = pred[] compare(i, n), direction=LT
-}}
+{counting_cond(state, 4)}
 body {{
   s = {state} parameter(0)
   i = s32[] get-tuple-element(s), index=0
@@ -920,10 +947,39 @@ body {{
   h2 = f32[3,20,40] slice(t), slice={{[0:3], [0:20], [3:43]}}
   ROOT r = {state} tuple(j, h2, w)
 }}""")
-    rng = np.random.default_rng(1)
-    args = [rng.standard_normal((3, 20, 40)).astype(np.float32),
-            (rng.standard_normal((3, 70, 40)) / 6).astype(np.float32)]
-    (got,), (want,) = run_both(text, args)
-    assert_matches(got, want, 64, "h", atol=1e-5)
-    rows = hlo_opt.compile(text).profile(args, calls=2)
+    rows = checked_loop_profile(text, (3, 20, 40), (3, 70, 40), 1)
     assert [n for label, _, n, _ in rows if ".pack " in label] == [1]
+
+
+def test_a_gemm_computing_its_product_transposed_packs_its_own_operands_in_a_loop():
+    """tanh((h @ W^T)^T) in a loop body: the GEMM computes W h^T, its B is h (which the loop
+    changes), so the invariant W is not packed before the loop; the answer is the
+    interpreter's."""
+    state = "(s32[], f32[40,40], f32[40,40])"
+    text = module(f"""
+        h0 = f32[40,40] parameter(0)
+        w0 = f32[40,40] parameter(1)
+        zero = s32[] constant(0)
+        init = {state} tuple(zero, h0, w0)
+        loop = {state} while(init), condition=cond, body=body
+        ROOT h = f32[40,40] get-tuple-element(loop), index=1""", f"""
+{counting_cond(state, 4)}
+fused_step {{
+  h = f32[40,40] parameter(0)
+  w = f32[40,40] parameter(1)
+  d = f32[40,40] dot(h, w), lhs_contracting_dims={{1}}, rhs_contracting_dims={{1}}
+  t = f32[40,40] transpose(d), dimensions={{1,0}}
+  ROOT h2 = f32[40,40] tanh(t)
+}}
+body {{
+  s = {state} parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  h = f32[40,40] get-tuple-element(s), index=1
+  w = f32[40,40] get-tuple-element(s), index=2
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  h2 = f32[40,40] fusion(h, w), kind=kOutput, calls=fused_step
+  ROOT r = {state} tuple(j, h2, w)
+}}""")
+    rows = checked_loop_profile(text, (40, 40), (40, 40), 2)
+    assert not [label for label, _, _, _ in rows if ".pack " in label]
