@@ -12,6 +12,7 @@ import sys
 
 import pytest
 
+from conftest import CORPUS
 from test_api_verify import BIG_ALL_GATHER, REPRODUCERS
 
 MODULES = {"hlo-opt": "hlo_opt.tools.hlo_opt_cli", "hlo-run": "hlo_opt.tools.hlo_run",
@@ -123,3 +124,21 @@ def test_a_scalar_pad_left_in_place_is_one_line_not_text_xla_rejects(tmp_path):
         "pad_noop" in line, line
     optimized = _run("hlo-opt", str(path))
     assert optimized.returncode == 0 and "pad(" not in optimized.stdout, optimized.stderr
+
+
+def test_output_to_a_fifo_is_written_into_it_not_replaced(tmp_path):
+    """-o names a FIFO (or /dev/null, a terminal): the atomic rename would put a regular
+    file in its place, so such a target is written as it is."""
+    import stat
+    import threading
+    fifo = tmp_path / "out.fifo"
+    os.mkfifo(fifo)
+    received = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_text()))
+    reader.start()
+    result = _run("hlo-opt", str(CORPUS / "softmax.hlo"), "-o", str(fifo))
+    reader.join(60)
+    assert result.returncode == 0, result.stderr
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+    assert received and received[0].startswith("HloModule")
+    assert os.listdir(tmp_path) == ["out.fifo"]          # no temporary file left

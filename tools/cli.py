@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import stat
 import sys
 import tempfile
 
@@ -47,7 +48,16 @@ def write_text(path: str | None, text: str) -> None:
 
 def write_atomically(path: str, data: bytes) -> None:
     """A temporary file in the same folder renamed over the target, so a failure never
-    leaves half a file behind; it gets the permissions a plain open() would give."""
+    leaves half a file behind; it gets the permissions a plain open() would give. A target
+    that exists and is not a regular file (/dev/null, a FIFO, a terminal) is written as it
+    is: renaming over it would replace the device with a file."""
+    if _special(path):
+        try:
+            with open(path, "wb") as f:
+                f.write(data)
+        except OSError as e:
+            raise HloError(f"cannot write: {e.strerror}", path) from None
+        return
     folder = os.path.dirname(os.path.abspath(path))
     try:
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=".hlo-opt-", suffix=".tmp")
@@ -66,6 +76,13 @@ def write_atomically(path: str, data: bytes) -> None:
     except BaseException:
         os.unlink(tmp)
         raise
+
+
+def _special(path: str) -> bool:
+    try:
+        return not stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False            # not there (or unreachable): the atomic path reports it
 
 
 def load_module(path: str, verify: bool = True) -> tuple[Module, str]:
