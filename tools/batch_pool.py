@@ -146,9 +146,9 @@ class _Run:
     def stop(self, kill: bool) -> None:
         """Shut the executor down; with `kill` (interrupted) its workers are killed first,
         not waited for."""
-        if kill:
+        if kill:        # a worker still starting has not told its pid yet: children too
             self._note_started()
-            for pid in self.pids:
+            for pid in self.pids | {p.pid for p in multiprocessing.active_children()}:
                 _kill(pid)
         self.executor.shutdown(wait=True, cancel_futures=True)
 
