@@ -89,6 +89,7 @@ class Workers:
             except (OSError, EOFError):
                 results[k] = WorkerCrashed("a compile worker exited while compiling kernels "
                                            "(LLVM's message, if any, is on stderr)")
+                _close(proc)            # it is dying: reaped, so it is replaced below
                 return
 
     def map(self, chunks: list[list[str]], level: int) -> list[bytes]:
@@ -104,6 +105,7 @@ class Workers:
                 t.start()
             for t in threads:
                 t.join()
+            self._replace_exited()
         out = []
         for k in range(len(chunks)):
             r = results.get(k, RuntimeError("no compile worker left"))

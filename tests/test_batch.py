@@ -286,10 +286,12 @@ def test_worker_killed_beside_another_both_run_again_alone(slow, tmp_path):
 def test_ctrl_c_keeps_finished_outputs_and_writes_the_report(slow, tmp_path):
     folder, options = slow
     out = tmp_path / "out"
+    # as from a terminal: a shell's background job (CI run with `&`) inherits SIGINT ignored
     proc = subprocess.Popen([sys.executable, "-m", "hlo_opt.tools.hlo_opt_cli", "batch",
                              str(folder), "--out", str(out), "-j", "1",
                              *map(str, options)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         _wait_for(lambda: (out / "a_tiny.hlo").exists())
         time.sleep(0.5)                                     # the sum is under way
