@@ -782,6 +782,13 @@ _FUTEX = ctypes.cast(_libc.syscall, ctypes.c_void_p).value if FUTEX else None
 _TRIES = BARRIER_SECONDS * 10**9 // NAP_NS if FUTEX else YIELDS
 
 
+# The fibers' contexts and stacks (256 MiB, of which each launch touches a few pages per
+# thread), made once and shared by every kernel: one set per cached kernel grew the test
+# process by about half a gigabyte per corpus module.
+_FIBER_MEMORY: list[np.ndarray] = []
+_FIBER_LOCK = threading.Lock()
+
+
 class HostKernel:
     """A GpuKernel compiled for the host; `launch(pointers, threads, blocks)` runs it."""
 
@@ -797,7 +804,6 @@ class HostKernel:
         self._fibers = ctypes.CFUNCTYPE(None, ctypes.c_int32, ctypes.c_int32, ctypes.c_void_p,
                                         ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)(
             addresses[f"{prefix}.fibers"])
-        self._memory = None                    # fibers' contexts and stacks, made once
         self._launch = ctypes.CFUNCTYPE(None, ctypes.c_int32, ctypes.c_int32,
                                         ctypes.c_void_p)(launch)
         self._failed = ctypes.CFUNCTYPE(ctypes.c_int32)(failed)
@@ -805,11 +811,12 @@ class HostKernel:
         self._lock = threading.Lock()          # one launch at a time: one set of globals
 
     def _as_fibers(self, threads: int, blocks: int, argv) -> None:
-        if self._memory is None:
-            self._memory = (np.zeros(MAX_THREADS * CONTEXT_BYTES + 64, np.uint8),
-                            np.zeros(MAX_THREADS * FIBER_STACK_BYTES + 64, np.uint8))
-        contexts, stacks = (-(-m.ctypes.data // 64) * 64 for m in self._memory)
-        self._fibers(threads, blocks, argv, contexts, stacks, FIBER_STACK_BYTES)
+        with _FIBER_LOCK:
+            if not _FIBER_MEMORY:
+                _FIBER_MEMORY.extend((np.zeros(MAX_THREADS * CONTEXT_BYTES + 64, np.uint8),
+                                      np.zeros(MAX_THREADS * FIBER_STACK_BYTES + 64, np.uint8)))
+            contexts, stacks = (-(-m.ctypes.data // 64) * 64 for m in _FIBER_MEMORY)
+            self._fibers(threads, blocks, argv, contexts, stacks, FIBER_STACK_BYTES)
 
     def launch(self, pointers: list[int], threads: int, blocks: int,
                concurrent: bool | None = None) -> None:
